@@ -1,0 +1,30 @@
+# asrtrain: every install step lives here, so a fresh clone needs nothing beforehand.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test bench clean
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip install -q torch==2.9.1 torchaudio==2.9.1
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+demo: install
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash recipes/synth/run.sh
+
+test: install
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q tests
+
+bench: install
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_train.py
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_features.py
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_strategies.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,3 @@
+from asrtrain.cli import main
+
+main()

@@ -1,0 +1,72 @@
+"""The ``asrtrain`` command: a click group whose subcommands load lazily.
+
+Each subcommand lives in :mod:`asrtrain.commands.<name>` and only parses options before calling one
+library function. Loading lazily keeps ``asrtrain --help`` instant (torch is never imported for it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+import click
+
+from asrtrain.errors import AsrError
+
+# name -> (module, attribute, one-line help shown by `asrtrain --help` without importing the module)
+SUBCOMMANDS = {
+    "prepare": ("asrtrain.commands.prepare", "prepare", "Prepare a corpus into Kaldi data dirs (synth, swbd, eval2000)."),
+    "data": ("asrtrain.commands.data", "data", "Validate, fix, subset or split a Kaldi data dir."),
+    "features": ("asrtrain.commands.features", "features", "Compute Kaldi-compatible fbank features and CMVN stats."),
+    "tokenizer": ("asrtrain.commands.tokenizer", "tokenizer", "Train or apply a sentencepiece tokenizer."),
+    "train": ("asrtrain.commands.train", "train", "Train a BLSTM acoustic model (single, ssgd, adpsgd, h-adpsgd)."),
+    "decode": ("asrtrain.commands.decode", "decode", "Decode a data dir with a trained model (greedy or beam)."),
+    "forward": ("asrtrain.commands.forward", "forward", "Write log-likelihoods as a Kaldi ark for hybrid decoding."),
+    "score": ("asrtrain.commands.score", "score", "Score hypotheses: Kaldi text, or Hub5 stm/ctm with a GLM."),
+    "topology": ("asrtrain.commands.topology", "topology", "Print the spectral gap of an ADPSGD mixing schedule."),
+    "average": ("asrtrain.commands.average", "average", "Average the last K checkpoints of an exp dir."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when it is run."""
+
+    def list_commands(self, ctx):
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in SUBCOMMANDS:
+            return None
+        module, attr, _ = SUBCOMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, SUBCOMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except AsrError as err:
+            click.echo(f"asrtrain: error: {err.render()}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.version_option(package_name="asrtrain")
+def cli(verbose: int) -> None:
+    """asrtrain: Kaldi-style recipes, BLSTM acoustic models, distributed SGD, Hub5 scoring."""
+    level = logging.DEBUG if verbose > 1 else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S", stream=sys.stderr)
+
+
+def main() -> None:
+    cli(prog_name="asrtrain")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""The Strategy interface: the one object through which the training loop talks to other learners.
+
+The loop (``asrtrain.train.loop``) never branches on the strategy's name. One learner's step is::
+
+    strategy.before_step(step)
+    loss = forward(batch) / strategy.global_count(local_count)    # normalised by the global count
+    loss.backward()
+    strategy.reduce_gradients()         # SSGD / H-ADPSGD: allreduce inside the sync group
+    strategy.apply_step(optimizer)      # optimizer.step(); ADPSGD does it under the averaging lock
+    strategy.after_step(step)           # ADPSGD: hand the new weights to the communication thread
+
+and at the end ``strategy.finalize(model)`` returns the model of the whole job (the average over all
+learners). ``partition()`` tells the batch sampler which batches this learner reads: global batches are
+made of ``group_size`` learners' worth of frames, group ``g`` of ``num_groups`` takes every
+``num_groups``-th batch and member ``m`` of the group takes the ``m``-th of ``group_size`` slices.
+
+- single:    1 group of 1
+- ssgd:      1 group of N           (every learner a slice of every batch)
+- adpsgd:    N groups of 1          (every learner its own stream of batches)
+- h-adpsgd:  N/M groups of M
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict
+
+import torch
+
+
+@dataclass(frozen=True)
+class Partition:
+    group: int = 0
+    num_groups: int = 1
+    member: int = 0
+    group_size: int = 1
+
+
+class Strategy:
+    """Single-process training; the base class every strategy extends."""
+
+    name = "single"
+
+    def __init__(self, rank: int = 0, world_size: int = 1):
+        self.rank = rank
+        self.world_size = world_size
+
+    # -- set-up ------------------------------------------------------------------------------------
+    @property
+    def is_main(self) -> bool:
+        """True on the learner that writes logs, checkpoints and the final model."""
+        return self.rank == 0
+
+    def partition(self) -> Partition:
+        return Partition()
+
+    def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """Called once, after the model and optimizer exist and any checkpoint was loaded."""
+        self.model = model
+        self.optimizer = optimizer
+
+    # -- one step ----------------------------------------------------------------------------------
+    def global_count(self, local_count: float) -> float:
+        """The count (frames or tokens) the loss of this step is normalised by."""
+        return float(local_count)
+
+    def before_step(self, step: int) -> None:
+        pass
+
+    def reduce_gradients(self) -> None:
+        pass
+
+    def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.step()
+
+    def after_step(self, step: int) -> None:
+        pass
+
+    # -- epochs, validation, end -------------------------------------------------------------------
+    def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
+        """Sum a small tensor over all learners (validation loss, counts). Identity here."""
+        return values
+
+    def barrier(self) -> None:
+        pass
+
+    def end_epoch(self, epoch: int) -> None:
+        """Called by every learner when its data for ``epoch`` is exhausted."""
+
+    def finalize(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Return the job's model: the average of all learners' weights."""
+        return model
+
+    def close(self) -> None:
+        pass
+
+    # -- state and metrics -------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        pass
+
+    def metrics(self) -> Dict[str, float]:
+        """Counters since the last call (exchanges, staleness, lock wait, comm time ...)."""
+        return {}
