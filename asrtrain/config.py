@@ -163,7 +163,9 @@ class Config:
 def _choice(name: str, value: str, allowed: Iterable[str]) -> None:
     allowed = tuple(allowed)
     if value not in allowed:
-        raise AsrError(f"{name} = {value!r} is not one of {', '.join(allowed)}")
+        err = AsrError(f"{name} = {value!r} is not one of {', '.join(allowed)}")
+        err.key = name
+        raise err
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -239,27 +241,42 @@ def parse_override(text: str) -> Tuple[str, Any]:
     return key.strip(), parsed
 
 
+def _read_yaml(path: Path) -> Tuple[Dict[str, Any], Dict[str, int]]:
+    spath = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AsrError("config file not found", spath, fix="check the config path") from None
+    except UnicodeDecodeError:
+        raise AsrError("config file is not UTF-8", spath) from None
+    try:
+        loaded = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise AsrError(f"invalid YAML: {getattr(err, 'problem', err)}", spath,
+                       None if mark is None else mark.line + 1) from None
+    return loaded, _key_lines(text)
+
+
 def load_config(path: Optional[Path] = None, overrides: Iterable[str] = (),
-                base: Optional[Dict[str, Any]] = None) -> Config:
-    """Load a Config from YAML (optional), then apply ``overrides`` like ``train.lr=0.2``."""
+                base: Optional[Dict[str, Any]] = None, extra: Iterable[Path] = ()) -> Config:
+    """Load a Config from YAML files (``path``, then each of ``extra`` on top), then apply ``overrides``
+    like ``train.lr=0.2``. Each file is checked on its own first, so errors name the right file/line."""
     data: Dict[str, Any] = {}
     lines: Dict[str, int] = {}
     spath = None
     if base:
         data = _deep_merge(data, base)
-    if path is not None:
-        spath = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise AsrError("config file not found", spath, fix="check the --config path") from None
-        try:
-            loaded = yaml.safe_load(text) or {}
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            raise AsrError(f"invalid YAML: {getattr(err, 'problem', err)}", spath,
-                           None if mark is None else mark.line + 1) from None
-        lines = _key_lines(text)
+    for p in [q for q in [path, *extra] if q is not None]:
+        loaded, lines = _read_yaml(p)
+        spath = str(p)
+        try:  # key, type and value errors point into this file
+            _build(Config, loaded, "", spath, lines).validate()
+        except AsrError as err:
+            if err.path is None:
+                key = getattr(err, "key", None)
+                raise AsrError(err.message, spath, lines.get(key), err.fix) from None
+            raise
         data = _deep_merge(data, loaded)
     for item in overrides:
         key, value = parse_override(item)
@@ -270,7 +287,8 @@ def load_config(path: Optional[Path] = None, overrides: Iterable[str] = (),
             if not isinstance(node, dict):
                 raise AsrError(f"override {item!r}: '{part}' is not a section")
         node[parts[-1]] = value
-    return _build(Config, data, "", spath, lines).validate()
+    # The files were checked above, so what fails now comes from an override (--set).
+    return _build(Config, data, "", None, {}).validate()
 
 
 def _deep_merge(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
@@ -308,17 +326,7 @@ def load_section(cls, path: Optional[Path], overrides: Iterable[str] = ()):
     spath = None
     if path is not None:
         spath = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise AsrError("config file not found", spath) from None
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            raise AsrError(f"invalid YAML: {getattr(err, 'problem', err)}", spath,
-                           None if mark is None else mark.line + 1) from None
-        lines = _key_lines(text)
+        data, lines = _read_yaml(path)
     for item in overrides:
         key, value = parse_override(item)
         data[key] = value

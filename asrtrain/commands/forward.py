@@ -1,0 +1,21 @@
+"""``asrtrain forward EXP_DIR DATA_DIR OUT_ARK``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import click
+
+
+@click.command()
+@click.argument("exp_dir", type=click.Path(path_type=Path))
+@click.argument("data_dir", type=click.Path(path_type=Path))
+@click.argument("out_ark", type=click.Path(path_type=Path))
+@click.option("--checkpoint", type=click.Path(path_type=Path), help="Model file instead of EXP_DIR/final.pt.")
+def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[Path]) -> None:
+    """Write log-likelihoods (CE models: log-posterior minus log-prior) to OUT_ARK and its .scp, for
+    Kaldi's latgen-faster-mapped."""
+    from asrtrain.decode.run import forward as run
+
+    click.echo(f"{run(exp_dir, data_dir, out_ark, checkpoint)} utterances -> {out_ark}")

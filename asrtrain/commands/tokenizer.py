@@ -1,0 +1,62 @@
+"""``asrtrain tokenizer train|encode|decode``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def tokenizer() -> None:
+    """Train or apply a sentencepiece tokenizer (id 0 is the CTC blank)."""
+
+
+@tokenizer.command("train")
+@click.option("--text", "text_path", required=True, type=click.Path(path_type=Path),
+              help="Kaldi text file (<utt-id> <words...>) to train on.")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Output directory; writes tokenizer.model there.")
+@click.option("--model-type", type=click.Choice(["bpe", "unigram", "char", "word"]), default="unigram",
+              show_default=True, help="Sentencepiece model type.")
+@click.option("--vocab-size", type=int, default=300, show_default=True,
+              help="Number of pieces (ignored for char).")
+def train_cmd(text_path: Path, out_dir: Path, model_type: str, vocab_size: int) -> None:
+    """Train sentencepiece on the transcripts of a Kaldi text file."""
+    from asrtrain.config import TokenizerConfig
+    from asrtrain.text.tokenizer import train_tokenizer
+
+    cfg = TokenizerConfig(model_type=model_type, vocab_size=vocab_size)
+    cfg.validate()
+    click.echo(train_tokenizer(text_path, out_dir, cfg))
+
+
+def _apply(model: Path, infile: str, fn) -> None:
+    from asrtrain.data.table import iter_lines
+    from asrtrain.text.tokenizer import Tokenizer
+
+    tok = Tokenizer(model)
+    path = Path("/dev/stdin") if infile == "-" else Path(infile)
+    for _, line in iter_lines(path):
+        parts = line.split(maxsplit=1)
+        click.echo(f"{parts[0]} {fn(tok, parts[1] if len(parts) > 1 else '')}".rstrip())
+    sys.stdout.flush()
+
+
+@tokenizer.command("encode")
+@click.option("--model", required=True, type=click.Path(path_type=Path), help="tokenizer.model")
+@click.option("--ids", is_flag=True, help="Print token ids instead of pieces.")
+@click.argument("text_file", default="-")
+def encode_cmd(model: Path, ids: bool, text_file: str) -> None:
+    """Encode a Kaldi text file (or stdin) into pieces or ids, keeping the utterance ids."""
+    _apply(model, text_file, lambda t, s: " ".join(map(str, t.encode(s))) if ids else " ".join(t.encode_pieces(s)))
+
+
+@tokenizer.command("decode")
+@click.option("--model", required=True, type=click.Path(path_type=Path), help="tokenizer.model")
+@click.option("--ids", is_flag=True, help="Input holds token ids instead of pieces.")
+@click.argument("text_file", default="-")
+def decode_cmd(model: Path, ids: bool, text_file: str) -> None:
+    """Decode pieces (or ids) back into words, keeping the utterance ids."""
+    _apply(model, text_file, lambda t, s: t.decode([int(x) for x in s.split()]) if ids else t.decode_pieces(s.split()))

@@ -1,0 +1,49 @@
+"""``asrtrain train``: parse options, resolve the job, run the learners."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Tuple
+
+import click
+
+
+@click.command()
+@click.option("--config", type=click.Path(path_type=Path), help="YAML config (sections features, tokenizer, "
+              "model, specaug, train, dist, decode). Every key has a default.")
+@click.option("--strategy-config", "extra", multiple=True, type=click.Path(path_type=Path),
+              help="More YAML merged on top of --config (e.g. conf/strategy/adpsgd.yaml).")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+              help="Override one config value, e.g. --set train.lr=0.002 (repeatable).")
+@click.option("--train-data", required=True, type=click.Path(path_type=Path), help="Feature dir to train on.")
+@click.option("--dev-data", type=click.Path(path_type=Path), help="Feature dir for the validation loss.")
+@click.option("--tokenizer", type=click.Path(path_type=Path), help="tokenizer.model (CTC training).")
+@click.option("--alignments", help="Kaldi ali-to-pdf ark/scp of frame labels (CE training, --loss ce).")
+@click.option("--loss", type=click.Choice(["ctc", "ce"]), help="Shorthand for --set model.loss=...")
+@click.option("--exp-dir", required=True, type=click.Path(path_type=Path), help="Where the run is written.")
+@click.option("--strategy", type=click.Choice(["single", "ssgd", "adpsgd", "h-adpsgd"]),
+              help="Distributed strategy (dist.strategy).")
+@click.option("--learners", type=int, help="Number of learners (dist.learners); spawned locally unless "
+              "running under torchrun.")
+@click.option("--learners-per-node", type=int, help="H-ADPSGD super-learner size (dist.learners_per_node).")
+@click.option("--averaging", type=click.Choice(["fixed", "random"]), help="ADPSGD partner schedule.")
+@click.option("--delay-by-one/--no-delay-by-one", default=None, help="Overlap averaging with a whole step.")
+@click.option("--resume", is_flag=True, help="Continue from the exp dir's latest checkpoint.")
+@click.option("--stop-after-steps", type=int, default=0, hidden=True,
+              help="Testing: stop abruptly after this many steps, as if killed.")
+def train(config: Optional[Path], extra: Tuple[Path, ...], overrides: Tuple[str, ...], train_data: Path,
+          dev_data: Optional[Path], tokenizer: Optional[Path], alignments: Optional[str], loss: Optional[str],
+          exp_dir: Path, strategy: Optional[str], learners: Optional[int], learners_per_node: Optional[int],
+          averaging: Optional[str], delay_by_one: Optional[bool], resume: bool, stop_after_steps: int) -> None:
+    """Train a BLSTM acoustic model into EXP_DIR (config.yaml, checkpoints/, final.pt, curves.png)."""
+    from asrtrain.train.job import prepare_job, train as run_train
+
+    flags = {"dist.strategy": strategy, "dist.learners": learners, "dist.learners_per_node": learners_per_node,
+             "dist.averaging": averaging, "dist.delay_by_one": delay_by_one, "model.loss": loss}
+    sets = list(overrides) + [f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+                              for k, v in flags.items() if v is not None]
+    job = prepare_job(config, extra, sets, train_data, dev_data, exp_dir, tokenizer, alignments, resume,
+                      stop_after_steps)
+    path = run_train(job)
+    if path is not None:
+        click.echo(str(path))

@@ -1,0 +1,168 @@
+"""``asrtrain decode``: an exp dir's final model over a feature dir -> Kaldi ``text`` (and a ctm).
+
+The exp dir describes itself (config.yaml with the feature config, tokenizer.model, final.pt), so the
+only inputs are the directories; a feature dir computed with other options is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import torch
+
+from asrtrain.config import Config, load_config, to_dict
+from asrtrain.data.table import read_table, write_table
+from asrtrain.errors import AsrError
+from asrtrain.io import atomic_write_text
+
+log = logging.getLogger("asrtrain.decode")
+
+
+def load_model(exp_dir: Path, checkpoint: Optional[Path] = None):
+    """(Config, model in eval mode) from an exp dir; ``final.pt`` unless ``checkpoint`` is given."""
+    from asrtrain.model.blstm import build_model
+
+    exp_dir = Path(exp_dir)
+    cfg_path = exp_dir / "config.yaml"
+    if not cfg_path.is_file():
+        raise AsrError("not an exp dir (no config.yaml)", exp_dir, fix="train with asrtrain train --exp-dir")
+    cfg = load_config(cfg_path)
+    path = Path(checkpoint) if checkpoint else exp_dir / "final.pt"
+    if not path.is_file():
+        raise AsrError("model file not found", path, fix="finish training, or run asrtrain average EXP")
+    payload = torch.load(path, map_location="cpu", weights_only=False)
+    state = payload.get("avg_model") or payload.get("model")
+    model = build_model(cfg.model)
+    model.load_state_dict(state)
+    model.eval()
+    return cfg, model
+
+
+def check_features(cfg: Config, data_dir: Path) -> None:
+    """Refuse a feature dir computed with options other than the model's."""
+    from asrtrain.features.reader import FeatureReader
+
+    got = to_dict(FeatureReader(data_dir).config)
+    want = to_dict(cfg.features)
+    diff = [k for k in want if got.get(k) != want[k]]
+    if diff:
+        raise AsrError(f"features differ from the model's ({', '.join(f'{k}: {got.get(k)} vs {want[k]}' for k in diff)})",
+                       Path(data_dir) / "features.yaml",
+                       fix="recompute features with the exp dir's features section (config.yaml)")
+
+
+@torch.no_grad()
+def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int):
+    """Yield ``(utt, (T', V) numpy log-probs)`` in sorted utterance order, batched by length."""
+    from asrtrain.train.dataset import AsrDataset
+
+    data = AsrDataset(data_dir, cfg.model.subsample, None, None)
+    utts = sorted(data.lengths, key=lambda u: (data.lengths[u], u))
+    i = 0
+    while i < len(utts):
+        j = i + 1
+        while j < len(utts) and data.lengths[utts[j]] * (j - i + 1) <= batch_frames:
+            j += 1
+        batch = data.collate(utts[i:j])
+        lp, lens = model(batch.feats, batch.feat_lens)
+        for k, u in enumerate(batch.utts):
+            yield u, lp[k, : int(lens[k])].numpy()
+        i = j
+
+
+def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] = None,
+           beam_size: Optional[int] = None, checkpoint: Optional[Path] = None) -> Dict[str, int]:
+    """Decode every utterance of ``data_dir``; writes ``out_dir/text`` and, when the data dir has
+    ``segments`` (and optionally ``reco2file_and_channel``), ``out_dir/ctm``."""
+    from asrtrain.decode.ctc import greedy, prefix_beam_search
+    from asrtrain.decode.ctm import ctm_lines, words_with_times
+    from asrtrain.text.tokenizer import Tokenizer
+
+    cfg, model = load_model(exp_dir, checkpoint)
+    if cfg.model.loss != "ctc":
+        raise AsrError("this model was trained with CE targets; decode it with Kaldi",
+                       Path(exp_dir) / "config.yaml", fix="use asrtrain forward, then latgen-faster-mapped")
+    check_features(cfg, data_dir)
+    method = method or cfg.decode.method
+    beam = beam_size or cfg.decode.beam_size
+    tok = Tokenizer(Path(exp_dir) / "tokenizer.model")
+    data_dir, out_dir = Path(data_dir), Path(out_dir)
+    segments = _segments(data_dir)
+    reco2fc = _reco2fc(data_dir)
+    frame_s = cfg.features.frame_shift / 1000.0 * cfg.model.subsample
+    hyps: Dict[str, str] = {}
+    ctm = []
+    t0 = time.time()
+    audio_s = 0.0
+    for utt, lp in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames):
+        audio_s += lp.shape[0] * frame_s
+        if method == "beam":
+            tokens, frames, _ = prefix_beam_search(lp, beam=beam)
+        else:
+            tokens, frames, _ = greedy(lp)
+        hyps[utt] = tok.decode(tokens)
+        if segments is not None:
+            pieces = [tok.sp.id_to_piece(t) for t in tokens]
+            ctm += ctm_lines(utt, words_with_times(pieces, frames, frame_s), segments, reco2fc)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_table(out_dir / "text", hyps)
+    if segments is not None:
+        ctm.sort(key=lambda line: (line.split()[0], line.split()[1], float(line.split()[2])))
+        atomic_write_text(out_dir / "ctm", "".join(line + "\n" for line in ctm))
+    elapsed = time.time() - t0
+    log.info("decoded %d utterances (%s) in %.1f s, %.1fx real time -> %s", len(hyps), method, elapsed,
+             audio_s / max(elapsed, 1e-9), out_dir)
+    return {"utterances": len(hyps), "ctm_words": len(ctm)}
+
+
+def _segments(data_dir: Path) -> Optional[Dict[str, Tuple[str, float, float]]]:
+    path = data_dir / "segments"
+    if not path.is_file():
+        return None
+    out = {}
+    for utt, rest in read_table(path).items():
+        rec, start, end = rest.split()[:3]
+        out[utt] = (rec, float(start), float(end))
+    return out
+
+
+def _reco2fc(data_dir: Path) -> Dict[str, Tuple[str, str]]:
+    path = data_dir / "reco2file_and_channel"
+    if not path.is_file():
+        return {}
+    return {rec: tuple(rest.split()[:2]) for rec, rest in read_table(path).items()}
+
+
+def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[Path] = None) -> int:
+    """Write log-likelihoods (log-posteriors minus log-priors) as a Kaldi ark+scp of float matrices,
+    one row per output frame (at the model's subsampled rate: pass --frame-subsampling-factor to
+    Kaldi's decoder when ``model.subsample`` > 1)."""
+    import kaldiio
+
+    from asrtrain.train.hybrid import read_priors
+
+    cfg, model = load_model(exp_dir, checkpoint)
+    check_features(cfg, data_dir)
+    log_priors = np.log(read_priors(Path(exp_dir) / "priors.txt")).astype(np.float32) \
+        if cfg.model.loss == "ce" else None
+    out_ark = Path(out_ark)
+    out_ark.parent.mkdir(parents=True, exist_ok=True)
+    tmp_ark = out_ark.with_name(out_ark.name + ".tmp")
+    scp = out_ark.with_suffix(".scp")
+    tmp_scp = scp.with_name(scp.name + ".tmp")
+    n = 0
+    with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
+        for utt, lp in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames):
+            writer(utt, lp - log_priors if log_priors is not None else lp)
+            n += 1
+    # The scp names the temp ark; point it at the final name, then move both into place.
+    text = tmp_scp.read_text().replace(str(tmp_ark), str(out_ark))
+    tmp_ark.replace(out_ark)
+    atomic_write_text(scp, text)
+    tmp_scp.unlink(missing_ok=True)
+    log.info("wrote %d utterances of log-likelihoods to %s", n, out_ark)
+    return n

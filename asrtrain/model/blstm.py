@@ -1,0 +1,73 @@
+"""BLSTM acoustic model: frame stacking and subsampling, bidirectional LSTM layers, a CTC or CE head.
+
+Shapes: input ``(N, T, D)`` features, lengths ``(N,)``; output ``(N, T', V)`` log-probabilities with
+``T' = ceil(T / subsample)``, lengths ``(N,)``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from asrtrain.config import ModelConfig
+
+
+def stack_frames(x: torch.Tensor, lengths: torch.Tensor, stack: int, subsample: int):
+    """Stack ``stack`` consecutive frames and keep every ``subsample``-th stacked frame.
+
+    ``x``: (N, T, D) -> (N, ceil(T / subsample), D * stack). The last frames are padded by repeating the
+    final frame of each utterance (as Kaldi's splice does at the edges) so no output sees padding.
+    """
+    n, t, d = x.shape
+    if stack == 1 and subsample == 1:
+        return x, lengths
+    pad = stack - 1
+    # Repeat each utterance's last valid frame into the padding region, so stacking at the edge is clean.
+    idx = torch.arange(t + pad, device=x.device).unsqueeze(0).expand(n, -1)
+    idx = torch.minimum(idx, (lengths - 1).clamp(min=0).unsqueeze(1).to(x.device))
+    xp = torch.gather(x, 1, idx.unsqueeze(-1).expand(-1, -1, d))  # (N, T + pad, D)
+    frames = xp.unfold(1, stack, 1)[:, :t]  # (N, T, D, stack)
+    frames = frames.permute(0, 1, 3, 2).reshape(n, t, d * stack)
+    out = frames[:, ::subsample]
+    out_lengths = torch.div(lengths + subsample - 1, subsample, rounding_mode="floor")
+    return out.contiguous(), out_lengths
+
+
+class BLSTM(nn.Module):
+    """Stacked bidirectional LSTM with optional per-layer projection and a linear output head."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        if cfg.input_dim <= 0 or cfg.num_targets <= 0:
+            raise ValueError("ModelConfig.input_dim and num_targets must be set (from the data)")
+        self.cfg = cfg
+        self.layers = nn.ModuleList()
+        in_dim = cfg.input_dim * cfg.stack
+        out_per_dir = cfg.proj if cfg.proj > 0 else cfg.hidden
+        for _ in range(cfg.num_layers):
+            self.layers.append(nn.LSTM(in_dim, cfg.hidden, batch_first=True, bidirectional=True,
+                                       proj_size=cfg.proj if cfg.proj > 0 else 0))
+            in_dim = 2 * out_per_dir
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.head = nn.Linear(in_dim, cfg.num_targets)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor):
+        """``x`` (N, T, D), ``lengths`` (N,) -> log-probs (N, T', V), lengths (N,)."""
+        h, lengths = stack_frames(x, lengths, self.cfg.stack, self.cfg.subsample)
+        cpu_lengths = lengths.cpu()
+        for layer in self.layers:
+            packed = pack_padded_sequence(h, cpu_lengths, batch_first=True, enforce_sorted=False)
+            out, _ = layer(packed)
+            h, _ = pad_packed_sequence(out, batch_first=True, total_length=h.shape[1])
+            h = self.dropout(h)
+        return F.log_softmax(self.head(h), dim=-1), lengths
+
+
+def build_model(cfg: ModelConfig) -> BLSTM:
+    return BLSTM(cfg)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,101 @@
+"""Sentencepiece tokenizer: train on a Kaldi ``text`` file, encode/decode transcripts.
+
+Token id 0 is reserved for the CTC blank (sentencepiece's ``<blk>``, a user-defined piece at id 0 would
+collide with <unk>, so we put <unk> at 1 and let id 0 be a control symbol named ``<blank>``).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+from typing import Iterable, List, Sequence
+
+from asrtrain.config import TokenizerConfig
+from asrtrain.data.table import iter_lines
+from asrtrain.errors import AsrError
+from asrtrain.io import atomic_open
+
+log = logging.getLogger(__name__)
+
+BLANK = 0
+
+
+def read_transcripts(text_path: Path) -> List[str]:
+    """Transcripts of a Kaldi ``text`` file (the key dropped); empty ones are errors."""
+    out = []
+    for no, line in iter_lines(text_path):
+        parts = line.split(maxsplit=1)
+        if len(parts) < 2 or not parts[1].strip():
+            raise AsrError(f"empty transcript for '{parts[0]}'", text_path, no,
+                           fix="remove the utterance or give it words (asrtrain data fix drops it)")
+        out.append(parts[1].strip())
+    return out
+
+
+def train_tokenizer(text_path: Path, out_dir: Path, cfg: TokenizerConfig) -> Path:
+    """Train sentencepiece on the transcripts of ``text_path``; writes ``out_dir/tokenizer.model``.
+
+    Returns the model path. ``cfg.vocab_size`` is lowered to what the text can support for ``char``.
+    """
+    import sentencepiece as spm
+
+    sentences = read_transcripts(Path(text_path))
+    if not sentences:
+        raise AsrError("no transcripts to train a tokenizer on", text_path)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model = io.BytesIO()
+    kwargs = dict(
+        sentence_iterator=iter(sentences), model_writer=model, model_type=cfg.model_type,
+        character_coverage=cfg.character_coverage, bos_id=-1, eos_id=-1, unk_id=1, pad_id=0,
+        pad_piece="<blank>", hard_vocab_limit=False, num_threads=1, minloglevel=2,
+        input_sentence_size=2_000_000, shuffle_input_sentence=True, seed_sentencepiece_size=1_000_000,
+    )
+    if cfg.model_type != "char" and cfg.model_type != "word":
+        kwargs["vocab_size"] = cfg.vocab_size
+    elif cfg.model_type == "word":
+        kwargs["vocab_size"] = min(cfg.vocab_size, len({w for s in sentences for w in s.split()}) + 2)
+    try:
+        spm.SentencePieceTrainer.train(**kwargs)
+    except RuntimeError as err:
+        raise AsrError(f"sentencepiece training failed: {err}", text_path,
+                       fix="lower --vocab-size or use more text") from None
+    path = out_dir / "tokenizer.model"
+    with atomic_open(path, "wb") as fh:
+        fh.write(model.getvalue())
+    log.info("tokenizer: %s, %d pieces, trained on %d transcripts -> %s", cfg.model_type,
+             Tokenizer(path).vocab_size, len(sentences), path)
+    return path
+
+
+class Tokenizer:
+    """A trained sentencepiece model; id 0 is the CTC blank."""
+
+    def __init__(self, path: Path):
+        import sentencepiece as spm
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise AsrError("tokenizer model not found", self.path,
+                           fix="train one with: asrtrain tokenizer train --text data/train/text --out DIR")
+        self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+        if self.sp.id_to_piece(BLANK) != "<blank>":
+            raise AsrError("not an asrtrain tokenizer (id 0 must be <blank>)", self.path,
+                           fix="retrain it with asrtrain tokenizer train")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> List[int]:
+        return self.sp.encode(text, out_type=int)
+
+    def encode_pieces(self, text: str) -> List[str]:
+        return self.sp.encode(text, out_type=str)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.sp.decode([int(i) for i in ids if int(i) != BLANK])
+
+    def decode_pieces(self, pieces: Iterable[str]) -> str:
+        return self.sp.decode_pieces(list(pieces))

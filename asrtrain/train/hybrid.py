@@ -1,0 +1,61 @@
+"""Hybrid (HMM-state) interop with Kaldi: frame targets from ali-to-pdf archives, and priors.
+
+``--alignments`` takes what kaldiio reads: an ``.scp`` or ``.ark`` path of int32 vectors, one label per
+10 ms frame (``ali-to-pdf final.mdl ark:"gunzip -c ali.*.gz|" ark,scp:pdf.ark,pdf.scp``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict
+
+import numpy as np
+
+from asrtrain.errors import AsrError
+from asrtrain.io import atomic_write_text
+
+
+def read_alignments(spec: str) -> Dict[str, np.ndarray]:
+    """{utt: int64 labels} from a Kaldi ark or scp of int vectors."""
+    import kaldiio
+
+    path = Path(str(spec).split(":", 1)[-1]) if str(spec).startswith(("ark:", "scp:")) else Path(spec)
+    if not path.is_file():
+        raise AsrError("alignment archive not found", path, fix="point --alignments at ali-to-pdf output")
+    try:
+        reader = kaldiio.load_scp(str(path)) if path.suffix == ".scp" else kaldiio.load_ark(str(path))
+        out = {utt: np.asarray(v, dtype=np.int64).reshape(-1) for utt, v in dict(reader).items()}
+    except Exception as err:
+        raise AsrError(f"cannot read Kaldi alignments: {err}", path,
+                       fix="write them with ali-to-pdf ... ark,scp:pdf.ark,pdf.scp") from None
+    if not out:
+        raise AsrError("no alignments in archive", path)
+    for utt, v in out.items():
+        if v.size and v.min() < 0:
+            raise AsrError(f"negative label in alignment of '{utt}'", path)
+    return out
+
+
+def count_targets(spec: str) -> int:
+    """Number of output classes: the largest pdf id in the alignments plus one."""
+    return int(max(int(v.max()) for v in read_alignments(spec).values() if v.size)) + 1
+
+
+def priors_from(alignments: Dict[str, np.ndarray], num_targets: int) -> np.ndarray:
+    """Class priors counted from the alignments, floored so no class has log(0)."""
+    counts = np.zeros(num_targets, dtype=np.float64)
+    for v in alignments.values():
+        counts += np.bincount(v, minlength=num_targets)[:num_targets]
+    counts = np.maximum(counts, 1.0)
+    return counts / counts.sum()
+
+
+def write_priors(spec: str, num_targets: int, path: Path) -> None:
+    priors = priors_from(read_alignments(spec), num_targets)
+    atomic_write_text(path, " ".join(f"{p:.10g}" for p in priors) + "\n")
+
+
+def read_priors(path: Path) -> np.ndarray:
+    if not Path(path).is_file():
+        raise AsrError("priors not found", path, fix="train with --loss ce and --alignments first")
+    return np.asarray([float(x) for x in Path(path).read_text().split()], dtype=np.float64)

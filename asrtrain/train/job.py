@@ -1,0 +1,106 @@
+"""Set up a training job in the parent process: resolve the config, make the exp dir describe itself,
+then run the learners (in-process for one, spawned or joined under torchrun for several)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterable, Optional
+
+import yaml
+
+from asrtrain.config import Config, load_config, save_config, to_dict
+from asrtrain.errors import AsrError
+from asrtrain.train.loop import TrainJob
+
+log = logging.getLogger("asrtrain.train")
+
+
+def resolve_config(cfg: Config, train_dir: Path, tokenizer: Optional[Path], alignments: Optional[str]) -> Config:
+    """Fill what the data decides: the feature dim and the number of output targets."""
+    from asrtrain.features.reader import FeatureReader
+
+    reader = FeatureReader(train_dir)
+    dim = reader.dim
+    if cfg.model.loss == "ctc":
+        if tokenizer is None:
+            raise AsrError("CTC training needs --tokenizer", fix="train one with asrtrain tokenizer train")
+        from asrtrain.text.tokenizer import Tokenizer
+        targets = Tokenizer(tokenizer).vocab_size
+    else:
+        if alignments is None:
+            raise AsrError("--loss ce (model.loss=ce) needs --alignments (Kaldi ali-to-pdf output)")
+        from asrtrain.train.hybrid import count_targets
+        targets = count_targets(alignments)
+    if cfg.model.input_dim and cfg.model.input_dim != dim:
+        raise AsrError(f"model.input_dim={cfg.model.input_dim} but {train_dir} has {dim}-dim features",
+                       fix="drop model.input_dim from the config (it is derived)")
+    # The features are what the train dir was computed with: record them, so decoding can check its input.
+    return replace(cfg, features=reader.config, model=replace(cfg.model, input_dim=dim, num_targets=targets))
+
+
+def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides: Iterable[str], train_dir: Path,
+                dev_dir: Optional[Path], exp_dir: Path, tokenizer: Optional[Path], alignments: Optional[str],
+                resume: bool, stop_after_steps: int = 0) -> TrainJob:
+    """Resolve the config and write ``config.yaml`` and ``tokenizer.model`` into the exp dir.
+
+    On ``--resume`` the stored config must equal the resolved one (training under a changed config is
+    not a resume); the error says which keys differ.
+    """
+    exp_dir = Path(exp_dir)
+    cfg = resolve_config(load_config(config, overrides, extra=extra_configs), Path(train_dir), tokenizer,
+                         alignments)
+    stored = exp_dir / "config.yaml"
+    if resume and stored.is_file():
+        old = yaml.safe_load(stored.read_text())
+        new = to_dict(cfg)
+        diff = [f"{s}.{k}" for s in new for k in new[s] if old.get(s, {}).get(k) != new[s][k]]
+        if diff:
+            raise AsrError(f"--resume with a different config ({', '.join(diff)})", stored,
+                           fix="resume with the original options or use a new --exp-dir")
+    elif not resume and (exp_dir / "checkpoints" / "latest").exists():
+        raise AsrError("exp dir already holds a training run", exp_dir,
+                       fix="add --resume to continue it, or choose a new --exp-dir")
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, stored)
+    if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
+        shutil.copyfile(tokenizer, exp_dir / "tokenizer.model")
+    if cfg.model.loss == "ce":
+        from asrtrain.train.hybrid import write_priors
+        write_priors(alignments, cfg.model.num_targets, exp_dir / "priors.txt")
+    return TrainJob(cfg=cfg, train_dir=Path(train_dir), dev_dir=Path(dev_dir) if dev_dir else None, exp_dir=exp_dir,
+                    tokenizer=exp_dir / "tokenizer.model" if tokenizer else None, alignments=alignments,
+                    resume=resume, stop_after_steps=stop_after_steps)
+
+
+def add_file_log(exp_dir: Path, rank: int) -> None:
+    """Append this learner's log lines to ``<exp>/train.log`` (one line per write, rank-tagged)."""
+    handler = logging.FileHandler(Path(exp_dir) / "train.log")
+    handler.setFormatter(logging.Formatter(f"%(asctime)s [{rank}] %(levelname)s %(name)s: %(message)s",
+                                           "%Y-%m-%d %H:%M:%S"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+
+
+def learner_main(rank: int, world_size: int, job: TrainJob) -> Optional[Path]:
+    """Entry point of one learner (in-process, spawned, or under torchrun)."""
+    import torch
+    from asrtrain.distributed.factory import make_strategy
+    from asrtrain.train.loop import run, threads_for
+
+    add_file_log(job.exp_dir, rank)
+    torch.set_num_threads(threads_for(job.cfg, min(world_size, job.cfg.dist.learners or 1)))
+    strategy = make_strategy(job.cfg.dist, rank, world_size)
+    return run(rank, world_size, job, strategy)
+
+
+def train(job: TrainJob) -> Optional[Path]:
+    """Run the job: one learner here, or N learners through :mod:`asrtrain.distributed.launch`."""
+    from asrtrain.distributed.launch import run_learners
+    log.info("training %s: strategy %s, %d learner(s), %s", job.exp_dir, job.cfg.dist.strategy,
+             job.cfg.dist.learners, "resume" if job.resume else "fresh")
+    return run_learners(learner_main, job, job.cfg.dist)

@@ -1,0 +1,102 @@
+"""Training loop contracts: exact resume, self-describing exp dir, final averaging, CLI."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from asrtrain.cli import cli
+
+sys.path.insert(0, str(Path(__file__).parent))
+from featfix import make_feat_dir  # noqa: E402
+
+SMALL = ["model.num_layers=1", "model.hidden=24", "model.subsample=2", "train.max_frames=1500",
+         "train.warmup_steps=4", "train.lr=0.005", "train.log_every_steps=3", "train.epochs=3",
+         "specaug.enabled=true", "model.dropout=0.2"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("feats")
+    tr = make_feat_dir(root / "train", 48)
+    dev = make_feat_dir(root / "dev", 12, seed=1)
+    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(tr / "text"), "--out", str(root / "tok"),
+                                 "--model-type", "word", "--vocab-size", "30"])
+    assert r.exit_code == 0, r.output
+    return tr, dev, root / "tok" / "tokenizer.model"
+
+
+def train(data, exp, *extra):
+    tr, dev, tok = data
+    args = ["train", "--train-data", str(tr), "--dev-data", str(dev), "--tokenizer", str(tok), "--exp-dir", str(exp)]
+    for s in SMALL:
+        args += ["--set", s]
+    return CliRunner().invoke(cli, args + list(extra), catch_exceptions=False)
+
+
+def params(path):
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+def test_resume_reproduces_uninterrupted_run(data, tmp_path):
+    r = train(data, tmp_path / "full", "--set", "train.checkpoint_every_steps=4")
+    assert r.exit_code == 0, r.output
+    # killed mid-epoch at step 6 (checkpoint at step 4), then resumed
+    r = train(data, tmp_path / "cut", "--set", "train.checkpoint_every_steps=4", "--stop-after-steps", "6")
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "cut" / "final.pt").exists()
+    latest = (tmp_path / "cut" / "checkpoints" / "latest").read_text().strip()
+    assert latest.startswith("step-")
+    r = train(data, tmp_path / "cut", "--set", "train.checkpoint_every_steps=4", "--resume")
+    assert r.exit_code == 0, r.output
+    a, b = params(tmp_path / "full" / "final.pt"), params(tmp_path / "cut" / "final.pt")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    # an epoch-end resume point gives the same too
+    e1 = torch.load(tmp_path / "full" / "checkpoints" / "epoch-0003.rank0.pt", weights_only=False)
+    e2 = torch.load(tmp_path / "cut" / "checkpoints" / "epoch-0003.rank0.pt", weights_only=False)
+    assert e1["step"] == e2["step"] and e1["history"][0]["train_loss"] == e2["history"][0]["train_loss"]
+
+
+def test_exp_dir_describes_itself(data, tmp_path):
+    exp = tmp_path / "exp"
+    r = train(data, exp)
+    assert r.exit_code == 0, r.output
+    for name in ["config.yaml", "tokenizer.model", "final.pt", "curves.png", "train.log"]:
+        assert (exp / name).is_file(), name
+    assert list((exp / "tensorboard" / "rank0").glob("events.out.tfevents*"))
+    text = (exp / "config.yaml").read_text()
+    assert "input_dim: 13" in text and "num_targets:" in text
+    log = (exp / "train.log").read_text()
+    assert "epoch 3:" in log and "dev_loss" in log
+    # final.pt is the average of the last 3 epochs' models
+    eps = [torch.load(exp / "checkpoints" / f"epoch-000{i}.rank0.pt", weights_only=False)["avg_model"]
+           for i in (1, 2, 3)]
+    final = params(exp / "final.pt")
+    k = "head.weight"
+    assert torch.allclose(final[k], (eps[0][k] + eps[1][k] + eps[2][k]) / 3, atol=1e-6)
+    # a second fresh run into the same dir is refused, with the fix named
+    r = CliRunner().invoke(cli, ["train", "--train-data", str(data[0]), "--tokenizer", str(data[2]),
+                                 "--exp-dir", str(exp)])
+    assert r.exit_code == 1 and "--resume" in r.output
+    # resume with a changed config is refused
+    r = train(data, exp, "--resume", "--set", "train.lr=0.5")
+    assert r.exit_code == 1 and "train.lr" in r.output
+
+
+def test_decode_and_average_cli(data, tmp_path):
+    exp = tmp_path / "exp"
+    assert train(data, exp).exit_code == 0
+    tr, dev, _ = data
+    for method in ("greedy", "beam"):
+        out = tmp_path / f"dec_{method}"
+        r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(out), "--method", method])
+        assert r.exit_code == 0, r.output
+        lines = (out / "text").read_text().splitlines()
+        assert [l.split()[0] for l in lines] == sorted(l.split()[0] for l in (dev / "text").read_text().splitlines())
+    r = CliRunner().invoke(cli, ["average", str(exp), "--last", "2", "--out", str(tmp_path / "avg.pt")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "avg.pt").is_file()
