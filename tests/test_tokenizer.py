@@ -1,0 +1,34 @@
+from click.testing import CliRunner
+
+from asrtrain.cli import cli
+from asrtrain.text.tokenizer import Tokenizer
+
+
+def test_train_encode_decode_roundtrip(tmp_path):
+    text = tmp_path / "text"
+    words = "the quick brown fox jumps over the lazy dog again and again".split()
+    text.write_text("".join(f"u{i:03d} {' '.join(words[i % 5:(i % 5) + 6])}\n" for i in range(60)))
+    for kind, size in (("unigram", 30), ("bpe", 30), ("char", 0)):
+        out = tmp_path / kind
+        r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(text), "--out", str(out),
+                                     "--model-type", kind, "--vocab-size", str(size or 30)])
+        assert r.exit_code == 0, r.output
+        tok = Tokenizer(out / "tokenizer.model")
+        assert tok.sp.id_to_piece(0) == "<blank>"
+        ids = tok.encode("the lazy dog")
+        assert 0 not in ids and tok.decode(ids) == "the lazy dog"
+    r = CliRunner().invoke(cli, ["tokenizer", "encode", "--model", str(tmp_path / "bpe" / "tokenizer.model"),
+                                 "--ids", str(text)])
+    assert r.exit_code == 0
+    ids_file = tmp_path / "ids"
+    ids_file.write_text(r.output)
+    r = CliRunner().invoke(cli, ["tokenizer", "decode", "--model", str(tmp_path / "bpe" / "tokenizer.model"),
+                                 "--ids", str(ids_file)])
+    assert r.exit_code == 0 and r.output == text.read_text()
+
+
+def test_empty_transcript_is_named(tmp_path):
+    text = tmp_path / "text"
+    text.write_text("u1 hello world\nu2\n")
+    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(text), "--out", str(tmp_path / "t")])
+    assert r.exit_code == 1 and f"{text}:2" in r.output and "empty transcript" in r.output
