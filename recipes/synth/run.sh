@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The embedded synthetic recipe: espeak-ng speech -> fbank -> sentencepiece -> BLSTM-CTC -> decode -> WER.
+#
+#   bash recipes/synth/run.sh [--stage N] [--stop-stage N] [--hours H] [--nj N] [--strategy S --learners N]
+#
+# Stages (each skipped when its .done marker exists; delete the marker to redo it):
+#   0  synthesise the corpus            data/{train,dev,test}     (asrtrain prepare synth)
+#   1  features + CMVN                  dump/{train,dev,test}     (asrtrain features)
+#   2  tokenizer                        exp/tokenizer             (asrtrain tokenizer train)
+#   3  train the BLSTM-CTC model        exp/blstm                 (asrtrain train)
+#   4  decode dev and test              exp/blstm/decode_{dev,test}
+#   5  score                            WER table (last line: test)
+# Everything is written below the recipe dir (or --work DIR). The shell only sequences asrtrain calls.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+stage=0
+stop_stage=100
+hours=1.5
+seed=1
+nj=2
+work=$here
+config=$here/conf/train.yaml
+fbank_conf=$here/conf/fbank.yaml
+strategy=single
+learners=1
+extra=()
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stage) stage=$2; shift 2 ;;
+    --stop-stage|--stop_stage) stop_stage=$2; shift 2 ;;
+    --hours) hours=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --nj) nj=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --config) config=$2; shift 2 ;;
+    --strategy) strategy=$2; shift 2 ;;
+    --learners) learners=$2; shift 2 ;;
+    --set) extra+=(--set "$2"); shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
+  esac
+done
+
+asrtrain=${ASRTRAIN:-asrtrain}
+data=$work/data
+dump=$work/dump
+exp=$work/exp
+mkdir -p "$work"
+
+run_stage() { [ "$1" -ge "$stage" ] && [ "$1" -le "$stop_stage" ]; }
+done_or() {  # done_or MARKER: true when the stage must run
+  if [ -f "$1" ]; then echo "  (done: $1)"; return 1; fi
+  return 0
+}
+
+if run_stage 0; then
+  echo "stage 0: synthesise ${hours} h of training speech"
+  if done_or "$data/.done"; then
+    $asrtrain prepare synth "$data" --hours "$hours" --seed "$seed" --nj "$nj"
+    for part in train dev test; do $asrtrain data validate "$data/$part"; done
+    touch "$data/.done"
+  fi
+fi
+
+if run_stage 1; then
+  echo "stage 1: fbank features and CMVN"
+  for part in train dev test; do
+    if done_or "$dump/$part/.stage.done"; then
+      $asrtrain features "$data/$part" "$dump/$part" --nj "$nj" --conf "$fbank_conf"
+      touch "$dump/$part/.stage.done"
+    fi
+  done
+fi
+
+if run_stage 2; then
+  echo "stage 2: tokenizer"
+  if done_or "$exp/tokenizer/.done"; then
+    $asrtrain tokenizer train --text "$data/train/text" --out "$exp/tokenizer" --model-type unigram --vocab-size 400
+    touch "$exp/tokenizer/.done"
+  fi
+fi
+
+if run_stage 3; then
+  echo "stage 3: train ($strategy, $learners learner(s))"
+  if done_or "$exp/blstm/.done"; then
+    resume=()
+    [ -f "$exp/blstm/checkpoints/latest" ] && resume=(--resume)
+    $asrtrain train --config "$config" --train-data "$dump/train" --dev-data "$dump/dev" \
+      --tokenizer "$exp/tokenizer/tokenizer.model" --exp-dir "$exp/blstm" \
+      --strategy "$strategy" --learners "$learners" "${resume[@]}" "${extra[@]}"
+    touch "$exp/blstm/.done"
+  fi
+fi
+
+if run_stage 4; then
+  echo "stage 4: decode"
+  for part in dev test; do
+    if done_or "$exp/blstm/decode_$part/.done"; then
+      $asrtrain decode "$exp/blstm" "$dump/$part" "$exp/blstm/decode_$part"
+      touch "$exp/blstm/decode_$part/.done"
+    fi
+  done
+fi
+
+if run_stage 5; then
+  echo "stage 5: score"
+  for part in dev test; do
+    $asrtrain score "$data/$part/text" "$exp/blstm/decode_$part/text" --name "$part" \
+      --out-dir "$exp/blstm/decode_$part/scoring"
+  done
+fi

@@ -1,0 +1,92 @@
+#!/usr/bin/env python
+"""Training throughput of the full loop next to a bare forward/backward/step loop, same batches, one run.
+
+The full loop is ``asrtrain.train.loop.run`` (batching, prefetch, lr schedule, clipping, metrics,
+TensorBoard, the epoch-end checkpoint and averaging); the bare loop feeds the same pre-collated batches
+to the same model and optimizer. The two are interleaved so machine noise hits both alike.
+
+    python scripts/bench_train.py [--utts 300] [--rounds 2] [--config recipes/synth/conf/train.yaml]
+
+Last line: ``train_loop_over_bare: <ratio>`` (audio-seconds per second, loop / bare).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "train"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--utts", type=int, default=1200)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=2, help="epochs per round (the bare loop runs as many)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--config", type=Path, default=ROOT / "recipes" / "synth" / "conf" / "train.yaml")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    torch.set_num_threads(args.threads)
+
+    from featfix import make_feat_dir
+    from asrtrain.config import TokenizerConfig
+    from asrtrain.distributed.base import Strategy
+    from asrtrain.text.tokenizer import train_tokenizer, Tokenizer
+    from asrtrain.train.batching import BatchSpec, learner_batches
+    from asrtrain.train.dataset import AsrDataset
+    from asrtrain.train.job import prepare_job
+    from asrtrain.train.loop import compute_loss, make_optimizer, run
+    from asrtrain.model.blstm import build_model
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_train."))
+    words = [f"w{i}" for i in range(60)]
+    feats = make_feat_dir(tmp / "train", args.utts, dim=80, words=words)
+    tok = train_tokenizer(feats / "text", tmp / "tok", TokenizerConfig(model_type="word", vocab_size=80))
+    sets = [f"train.epochs={args.epochs}", "train.log_every_steps=20", "train.average_last=1", f"train.threads={args.threads}"]
+
+    # Warm-up, not counted: first-use imports (tensorboard, matplotlib) and allocator growth.
+    run(0, 1, prepare_job(args.config, [], ["train.epochs=1", "train.average_last=1"], feats, None,
+                          tmp / "warmup", tok, None, False), Strategy())
+    loop_s = bare_s = audio = 0.0
+    for r in range(args.rounds):
+        job = prepare_job(args.config, [], sets, feats, None, tmp / f"exp{r}", tok, None, False)
+        cfg = job.cfg
+        data = AsrDataset(feats, cfg.model.subsample, Tokenizer(tok))
+        spec = BatchSpec(cfg.train.max_frames, cfg.train.max_utts, cfg.train.bucket_width, cfg.train.seed)
+        batches = [data.collate(b) for e in range(args.epochs)
+                   for b in learner_batches(data.lengths, spec, e, Strategy().partition())]
+        secs = sum(b.num_frames for b in batches) * cfg.features.frame_shift / 1000.0
+
+        t0 = time.perf_counter()
+        run(0, 1, job, Strategy())
+        loop_s += time.perf_counter() - t0
+
+        torch.manual_seed(cfg.train.seed)
+        model = build_model(cfg.model)
+        opt = make_optimizer(model, cfg)
+        model.train()
+        t0 = time.perf_counter()
+        for b in batches:
+            loss, count = compute_loss(model, b, cfg.model.loss)
+            opt.zero_grad()
+            (loss / max(1, count)).backward()
+            opt.step()
+        bare_s += time.perf_counter() - t0
+        audio += secs
+        print(f"round {r}: {secs:.0f} s of audio; loop {audio / loop_s:.1f} audio-s/s, bare {audio / bare_s:.1f} audio-s/s",
+              flush=True)
+    print(f"train_loop_audio_s_per_s: {audio / loop_s:.2f}")
+    print(f"bare_loop_audio_s_per_s: {audio / bare_s:.2f}")
+    print(f"train_loop_over_bare: {bare_s / loop_s:.2f}")
+
+
+if __name__ == "__main__":
+    main()
