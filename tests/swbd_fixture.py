@@ -196,3 +196,34 @@ def make_hub5(root: Path, shorten: bool = False) -> Hub5Fixture:
     (reference / "hub5e00.english.000405.stm").write_text(STM, encoding="utf-8")
     (reference / "en20000405_hub5.glm").write_text(GLM, encoding="utf-8")
     return Hub5Fixture(root / "LDC2002S09" / "hub5e_00", root / "LDC2002T43")
+
+
+FISHER_TRANS = {
+    "fe_03_00001": "# fe_03_00001.sph\n# Transcribed at the LDC\n\n"
+                   "0.29 1.50 A: hi [laugh] my name is\n"
+                   "1.15 3.00 B: (( hello ))\n"
+                   "3.10 4.00 A: [breath] [sigh]\n"
+                   "4.00 5.50 B: and [cough]  you \n"
+                   "5.60 5.90 A: [lipsmack]\n",
+    "fe_03_05851": "# fe_03_05851.sph\n\n0.50 2.00 A: yeah\n2.10 3.00 B: uh-huh right\n",
+    # transcribed but its audio is missing from the copy: left out (logged)
+    "fe_03_05852": "# fe_03_05852.sph\n\n0.50 2.00 A: gone\n",
+}
+
+
+def make_fisher(root: Path) -> list:
+    """The four Fisher releases: part 1 audio (µ-law) in fe_03_p1_sphN, part 2 audio (PCM) in the newer
+    fisher_eng_tr_sp_dN naming, transcripts in fe_03_p{1,2}_tran/data/trans/NNN/. Returns the four dirs."""
+    s13, s13b = root / "LDC2004S13", root / "LDC2005S13"
+    t19, t19b = root / "LDC2004T19", root / "LDC2005T19"
+    for i in range(1, 8):
+        (s13 / f"fe_03_p1_sph{i}" / "audio").mkdir(parents=True)
+        (s13b / f"fisher_eng_tr_sp_d{i}" / "audio").mkdir(parents=True)
+    write_sphere(s13 / "fe_03_p1_sph1" / "audio" / "000" / "fe_03_00001.sph", two_tone(6.0, 6), "ulaw")
+    write_sphere(s13b / "fisher_eng_tr_sp_d1" / "audio" / "058" / "fe_03_05851.sph", two_tone(3.5, 7), "pcm")
+    for tran, call in ((t19 / "fe_03_p1_tran", "fe_03_00001"), (t19b / "fe_03_p2_tran", "fe_03_05851"),
+                       (t19b / "fe_03_p2_tran", "fe_03_05852")):
+        d = tran / "data" / "trans" / call[6:9]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{call}.txt").write_text(FISHER_TRANS[call], encoding="utf-8")
+    return [s13, s13b, t19, t19b]

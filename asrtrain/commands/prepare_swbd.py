@@ -43,3 +43,21 @@ def eval2000(audio_dir, text_dir, out_dir, sph2pipe, force):
     """Hub5-2000: AUDIO_DIR = LDC2002S09 hub5e_00, TEXT_DIR = LDC2002T43 -> data dir OUT_DIR (+ stm, glm)."""
     from asrtrain.corpora.eval2000 import prepare_eval2000
     click.echo(str(prepare_eval2000(audio_dir, text_dir, out_dir, sph2pipe=sph2pipe, force=force)))
+
+
+@click.command("fisher")
+@click.argument("fisher_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--sph2pipe", default=None,
+              help="sph2pipe program for shorten-compressed audio (default: sph2pipe on PATH).")
+@click.option("--keep-noise/--drop-noise", default=True, show_default=True,
+              help="Keep [noise] and [laughter] as words (Kaldi), or delete them.")
+@click.option("--combine-with", type=click.Path(file_okay=False), default=None,
+              help="A data dir (e.g. data/train_nodup) to combine with Fisher into --combined-dir.")
+@click.option("--combined-dir", type=click.Path(file_okay=False), default=None,
+              help="Where the union with --combine-with goes (e.g. data/train_nodup_fisher).")
+def fisher(fisher_dirs, out_dir, sph2pipe, keep_noise, combine_with, combined_dir):
+    """Fisher English: FISHER_DIRS = LDC2004S13 LDC2005S13 LDC2004T19 LDC2005T19 -> data dir OUT_DIR."""
+    from asrtrain.corpora.fisher import prepare_fisher
+    click.echo(str(prepare_fisher(list(fisher_dirs), out_dir, sph2pipe=sph2pipe, keep_noise=keep_noise,
+                                  combine_with=combine_with, combined_dir=combined_dir)))

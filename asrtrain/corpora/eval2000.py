@@ -143,7 +143,8 @@ def prepare_eval2000(hub5_audio_dir, hub5_text_dir, out_dir, *, sph2pipe: Option
         force: redo the work even if a marker says it is done with the same inputs.
     """
     hub5_audio_dir, hub5_text_dir, out_dir = Path(hub5_audio_dir), Path(hub5_text_dir), Path(out_dir)
-    params = {"audio": str(hub5_audio_dir.resolve()), "text": str(hub5_text_dir.resolve()), "sph2pipe": sph2pipe}
+    params = {"audio": str(hub5_audio_dir.resolve()), "text": str(hub5_text_dir.resolve()),
+              "sph2pipe": sph2pipe}
     marker = out_dir / ".eval2000.done"
     if not force and marker.is_file() and json.loads(marker.read_text()) == params \
             and all((out_dir / f).is_file() for f in ("text", "segments", "wav.scp", "stm", "glm")):
@@ -175,7 +176,8 @@ def prepare_eval2000(hub5_audio_dir, hub5_text_dir, out_dir, *, sph2pipe: Option
     if len(wav) != 80:
         log.warning("eval2000: expected 80 conversation sides (Hub5-2000), found %d", len(wav))
     write_data_dir(out_dir, segments, wav, reco2fc)
-    for name, data in (("stm", fix_stm((reference / STM).read_bytes())), ("glm", (reference / GLM).read_bytes())):
+    stm, glm = fix_stm((reference / STM).read_bytes()), (reference / GLM).read_bytes()
+    for name, data in (("stm", stm), ("glm", glm)):
         with atomic_open(out_dir / name, "wb") as fh:
             fh.write(data)
     atomic_write_text(marker, json.dumps(params))

@@ -128,7 +128,8 @@ def normalize_words(words: Sequence[str], acronyms: Optional[Dict[str, str]] = N
 
 
 def utt_id(ms98_id: str, start: str, end: str) -> Tuple[str, str]:
-    """``("sw2001A-ms98-a-0002", "0.977625", "11.561375")`` -> ``("sw02001-A_000098-001156", "sw02001-A")``."""
+    """``("sw2001A-ms98-a-0002", "0.977625", "11.561375")`` -> ``("sw02001-A_000098-001156", "sw02001-A")``.
+    """
     name = "sw0" + ms98_id[2:6]
     reco = f"{name}-{ms98_id[6]}"
     begin = int(100 * float(start) + 0.5)
@@ -175,12 +176,17 @@ def find_swbd_audio_root(swbd_dir: Path) -> Path:
                    fix="point at the unpacked Switchboard-1 Release 2 corpus")
 
 
-def read_ms98(trans_root: Path) -> List[Tuple[str, str, str, Path, int]]:
+def read_ms98(trans_root: Path) -> List[Tuple[str, str, str, List[str], Path, int]]:
     """All ``*-trans.text`` lines as ``(ms98_id, start, end, words, file, line_no)`` (Kaldi globs */*/)."""
     rows = []
     files = sorted(trans_root.glob("*/*/*-trans.text"))
     for path in files:
-        for no, line in enumerate(path.read_text(encoding="utf-8", errors="strict").splitlines(), 1):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise AsrError(f"not valid UTF-8 at byte {err.start}", path,
+                           fix="use the ms98 transcripts as distributed (plain ASCII)") from None
+        for no, line in enumerate(text.splitlines(), 1):
             parts = line.split()
             if not parts:
                 continue
@@ -400,7 +406,8 @@ def prepare_swbd(swbd_dir, out_dir, *, trans_dir=None, sph2pipe: Optional[str] =
         dict_path = trans_root / "sw-ms98-dict.text"
         if not dict_path.is_file():
             raise AsrError("the acronym mapping needs the ms98 dictionary, which is missing", dict_path,
-                           fix="unpack the complete switchboard_word_alignments.tar.gz, or pass --no-acronyms")
+                           fix="unpack the complete switchboard_word_alignments.tar.gz, "
+                               "or pass --no-acronyms")
         acronym_map = build_acronym_map(dict_path)
         log.info("swbd: %d acronyms in %s", len(acronym_map), dict_path)
 

@@ -13,11 +13,17 @@
 #                     $swbd_dir/swb_ms98_transcriptions/sw-ms98-dict.text
 #                   (also found in $swbd_dir/transcriptions/ or beside $swbd_dir; or pass --trans-dir)
 #   hub5_audio_dir  Hub5-2000 speech, LDC2002S09 (its hub5e_00 directory):
-#                     $hub5_audio_dir/english/en_4156.sph ... sw_4940.sph, $hub5_audio_dir/english/hub5e_00.pem
+#                     $hub5_audio_dir/english/en_4156.sph ... sw_4940.sph
+#                     $hub5_audio_dir/english/hub5e_00.pem
 #   hub5_text_dir   Hub5-2000 references, LDC2002T43:
 #                     $hub5_text_dir/reference/hub5e00.english.000405.stm
 #                     $hub5_text_dir/reference/en20000405_hub5.glm
 #                   (or the same under $hub5_text_dir/2000_hub5_eng_eval_tr/)
+#   fisher_dirs     optional, for the ~2,000-hour set: Fisher English LDC2004S13 (fe_03_p1_sph1..7),
+#                   LDC2005S13 (fe_03_p2_sph1..7 or fisher_eng_tr_sp_d1..7), LDC2004T19 (fe_03_p1_tran),
+#                   LDC2005T19 (fe_03_p2_tran); space-separated, e.g.
+#                   --fisher-dirs "/c/LDC2004S13 /c/LDC2005S13 /c/LDC2004T19 /c/LDC2005T19".
+#                   Training then uses data/train_nodup_fisher.
 #
 # LDC's .sph files are shorten-compressed: sph2pipe must be on PATH (Kaldi: cd kaldi/tools && make
 # sph2pipe) or given with --sph2pipe. A missing or misnamed directory stops stage 0 with the list of
@@ -25,6 +31,7 @@
 #
 # Stages (each leaves a .done marker next to its output and is skipped while the marker exists):
 #   0  data/{train,train_dev,train_nodev,train_nodup} and data/eval2000 (with stm, glm)
+#      (+ data/train_fisher and data/train_nodup_fisher with --fisher-dirs)
 #   1  fbank at 8 kHz (conf/fbank.yaml) into dump/{train_nodup,train_dev,eval2000}
 #   2  BPE tokenizer (2000 pieces) on dump/train_nodup/text -> exp/tokenizer
 #   3  train the BLSTM (conf/train_blstm6x512.yaml) with a strategy (conf/strategy/<name>.yaml)
@@ -34,6 +41,7 @@
 # Usage: ./run.sh [--stage N] [--stop-stage N] [--nj N] [--strategy single|ssgd|adpsgd|h-adpsgd]
 #                 [--train-config conf/train_blstm4x320.yaml] [--exp exp/blstm] [--sph2pipe PATH]
 #                 [--trans-dir DIR] [--swbd-dir DIR] [--hub5-audio-dir DIR] [--hub5-text-dir DIR]
+#                 [--fisher-dirs "DIR ..."]
 # The asrtrain command is $ASRTRAIN if set (e.g. ASRTRAIN="python -m asrtrain"), else `asrtrain`.
 set -euo pipefail
 
@@ -41,6 +49,7 @@ swbd_dir=/export/corpora3/LDC/LDC97S62
 hub5_audio_dir=/export/corpora2/LDC/LDC2002S09/hub5e_00
 hub5_text_dir=/export/corpora2/LDC/LDC2002T43
 trans_dir=
+fisher_dirs=
 sph2pipe=
 stage=0
 stop_stage=100
@@ -64,6 +73,7 @@ while [ $# -gt 0 ]; do
     --swbd-dir) swbd_dir=$2; shift 2 ;;
     --hub5-audio-dir) hub5_audio_dir=$2; shift 2 ;;
     --hub5-text-dir) hub5_text_dir=$2; shift 2 ;;
+    --fisher-dirs) fisher_dirs=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "$0: unknown option '$1' (see --help)" >&2; exit 1 ;;
   esac
@@ -76,6 +86,10 @@ abspath() { case "$1" in /*|'') echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 swbd_dir=$(abspath "$swbd_dir"); hub5_audio_dir=$(abspath "$hub5_audio_dir")
 hub5_text_dir=$(abspath "$hub5_text_dir"); trans_dir=$(abspath "$trans_dir")
 case "$sph2pipe" in */*) sph2pipe=$(abspath "$sph2pipe") ;; esac
+fisher_abs=()
+for d in $fisher_dirs; do fisher_abs+=("$(abspath "$d")"); done
+train_set=train_nodup
+[ ${#fisher_abs[@]} -gt 0 ] && train_set=train_nodup_fisher
 cd "$(dirname "$0")"
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (run.sh) $*"; }
 
@@ -87,17 +101,21 @@ stage_0() {  # data preparation (Kaldi's swbd1_data_prep.sh, eval2000_data_prep.
   [ -n "$trans_dir" ] && swbd_opts+=(--trans-dir "$trans_dir")
   $asrtrain prepare swbd "$swbd_dir" data "${swbd_opts[@]+"${swbd_opts[@]}"}"
   $asrtrain prepare eval2000 "$hub5_audio_dir" "$hub5_text_dir" data/eval2000 "${opts[@]+"${opts[@]}"}"
+  if [ ${#fisher_abs[@]} -gt 0 ]; then
+    $asrtrain prepare fisher "${fisher_abs[@]}" data/train_fisher --combine-with data/train_nodup \
+      --combined-dir data/train_nodup_fisher "${opts[@]:1}"
+  fi
 }
 
 stage_1() {  # features at 8 kHz
   local x
-  for x in train_nodup train_dev eval2000; do
+  for x in "$train_set" train_dev eval2000; do
     $asrtrain features "data/$x" "dump/$x" --nj "$nj" --conf conf/fbank.yaml
   done
 }
 
 stage_2() {  # tokenizer
-  $asrtrain tokenizer train --text dump/train_nodup/text --model-type bpe --vocab-size 2000 \
+  $asrtrain tokenizer train --text "dump/$train_set/text" --model-type bpe --vocab-size 2000 \
     --out exp/tokenizer
 }
 
@@ -105,7 +123,7 @@ stage_3() {  # acoustic model
   local strategy_opts=()
   [ "$strategy" != single ] && strategy_opts=(--strategy-config "conf/strategy/$strategy.yaml")
   $asrtrain train --config "$train_config" "${strategy_opts[@]+"${strategy_opts[@]}"}" \
-    --train-data dump/train_nodup --dev-data dump/train_dev \
+    --train-data "dump/$train_set" --dev-data dump/train_dev \
     --tokenizer exp/tokenizer/tokenizer.model --exp-dir "$exp"
 }
 

@@ -51,7 +51,8 @@ def test_recordings_channels_and_consistency(prepared, hub5):
                    "sw_4390-A": str((english / "sw_4390.sph").resolve()),
                    "sw_4390-B": str((english / "sw_4390.sph").resolve())}  # en_6000 has no segments
     assert read_table(prepared / "reco2file_and_channel") == {
-        "en_4156-A": "en_4156 A", "en_4156-B": "en_4156 B", "sw_4390-A": "sw_4390 A", "sw_4390-B": "sw_4390 B"}
+        "en_4156-A": "en_4156 A", "en_4156-B": "en_4156 B",
+        "sw_4390-A": "sw_4390 A", "sw_4390-B": "sw_4390 B"}
     for name in ("text", "segments", "utt2spk", "spk2utt", "wav.scp", "reco2file_and_channel"):
         keys = [ln.split()[0] for ln in (prepared / name).read_text().splitlines()]
         assert keys == sorted(keys), name

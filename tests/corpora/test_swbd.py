@@ -81,7 +81,8 @@ def test_segments_utt2spk_and_recordings(prepared, corpus):
     assert segments["sw02001-A_000520-000600"] == "sw02001-A 5.2 6"
     assert read_table(d / "utt2spk")["sw02005-B_000010-000200"] == "sw02005-B"
     assert read_table(d / "reco2file_and_channel") == {
-        "sw02001-A": "sw02001 A", "sw02001-B": "sw02001 B", "sw02005-A": "sw02005 A", "sw02005-B": "sw02005 B"}
+        "sw02001-A": "sw02001 A", "sw02001-B": "sw02001 B",
+        "sw02005-A": "sw02005 A", "sw02005-B": "sw02005 B"}
     wav = read_table(d / "wav.scp")
     assert wav["sw02001-A"] == wav["sw02001-B"] == str(corpus.sph["sw02001"].resolve())
     assert wav["sw02005-B"] == str(corpus.sph["sw02005"].resolve())

@@ -1,4 +1,5 @@
-"""recipes/swbd/run.sh stage 0 on the miniature LDC layout: outputs, --stage/--stop-stage and .done markers."""
+"""recipes/swbd/run.sh on the miniature LDC layout: stage 0 outputs, --stage/--stop-stage, .done markers,
+and the asrtrain command sequence of all stages."""
 
 from __future__ import annotations
 
@@ -112,3 +113,49 @@ def test_configs_load():
     assert strategies == {"ssgd": ("ssgd", 4), "adpsgd": ("adpsgd", 4), "h-adpsgd": ("h-adpsgd", 8)}
     h = load_config(conf / "strategy" / "h-adpsgd.yaml").dist
     assert (h.learners // h.learners_per_node) % 2 == 0  # the leaders' ring must be bipartite
+
+
+def test_all_stages_call_asrtrain_as_documented(recipe, tmp_path):
+    """Stages 0-5 with a stand-in asrtrain that records its arguments: the exact command sequence."""
+    dest, opts = recipe
+    calls = tmp_path / "calls.txt"
+    fake = tmp_path / "fake-asrtrain"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, ASRTRAIN=str(fake))
+    args = ["--nj", "3", "--strategy", "h-adpsgd", "--fisher-dirs", "f1 /abs/f2", "--sph2pipe", "/x/sph2pipe",
+            *opts]
+    res = subprocess.run(["bash", str(dest / "run.sh"), *args], env=env, capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    swbd_dir, audio, text = opts[1], opts[3], opts[5]
+    assert calls.read_text().splitlines() == [
+        f"prepare swbd {swbd_dir} data --force --sph2pipe /x/sph2pipe",
+        f"prepare eval2000 {audio} {text} data/eval2000 --force --sph2pipe /x/sph2pipe",
+        f"prepare fisher {tmp_path}/f1 /abs/f2 data/train_fisher --combine-with data/train_nodup "
+        "--combined-dir data/train_nodup_fisher --sph2pipe /x/sph2pipe",
+        "features data/train_nodup_fisher dump/train_nodup_fisher --nj 3 --conf conf/fbank.yaml",
+        "features data/train_dev dump/train_dev --nj 3 --conf conf/fbank.yaml",
+        "features data/eval2000 dump/eval2000 --nj 3 --conf conf/fbank.yaml",
+        "tokenizer train --text dump/train_nodup_fisher/text --model-type bpe --vocab-size 2000 "
+        "--out exp/tokenizer",
+        "train --config conf/train_blstm6x512.yaml --strategy-config conf/strategy/h-adpsgd.yaml "
+        "--train-data dump/train_nodup_fisher --dev-data dump/train_dev "
+        "--tokenizer exp/tokenizer/tokenizer.model --exp-dir exp/blstm",
+        "decode exp/blstm dump/eval2000 exp/blstm/decode_eval2000",
+        "score --stm data/eval2000/stm --ctm exp/blstm/decode_eval2000/ctm --glm data/eval2000/glm "
+        "--out-dir exp/blstm/decode_eval2000/scoring",
+    ]
+    for marker in ("data/.stage0.done", "dump/.stage1.done", "exp/tokenizer/.stage2.done",
+                   "exp/blstm/.stage3.done", "exp/blstm/decode_eval2000/.stage4.done",
+                   "exp/blstm/decode_eval2000/scoring/.stage5.done"):
+        assert (dest / marker).is_file(), marker
+    # a rerun does nothing; removing stage 3's marker and running 3..4 redoes training only
+    calls.unlink()
+    (dest / "exp/blstm/.stage3.done").unlink()
+    res = subprocess.run(["bash", str(dest / "run.sh"), "--stage", "3", "--stop-stage", "4",
+                          "--strategy", "single"], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert calls.read_text().splitlines() == [
+        "train --config conf/train_blstm6x512.yaml --train-data dump/train_nodup --dev-data dump/train_dev "
+        "--tokenizer exp/tokenizer/tokenizer.model --exp-dir exp/blstm"]
