@@ -429,6 +429,9 @@ def prepare_swbd(swbd_dir, out_dir, *, trans_dir=None, sph2pipe: Optional[str] =
     write_data_dir(dirs["train"], segments, wav, reco2fc)
     write_data_dir(dirs["train_dev"], keep_first(segments, dev_utts), wav, reco2fc)
     nodev = keep_last(segments, max(len(segments) - dev_utts, 0))
+    if not nodev:
+        log.warning("swbd: all %d utterances went to train_dev (--dev-utts %d): train_nodev and train_nodup "
+                    "are empty", len(segments), dev_utts)
     write_data_dir(dirs["train_nodev"], nodev, wav, reco2fc)
     nodup = remove_dup_utts(nodev, max_dup)
     write_data_dir(dirs["train_nodup"], nodup, wav, reco2fc)

@@ -153,6 +153,10 @@ def test_without_acronym_mapping(corpus, tmp_path):
     ("ab[solute]", "ab-"), ("ex[specially]-/especially]", "ex"), ("{yuppiedom}", "yuppiedom"),
     ("ammu[n]it-", "ammn-t-"), ("them_1", "them"), ("them_1's", "them's"), ("[noise]", "[noise]"),
     ("uh-huh", "uh-huh"),
+    # odd inputs, with what Kaldi's Perl makes of them
+    ("-[40]1k", "-1k"), ("-[a]b[out]-", "-b-"), ("[laughter-ab[solute]-]", "ab-"), ("[laughter-{wow}]", "wow"),
+    ("[b[ig]-/big]", "b-"), ("hhm[m]-hm", "hhm[m]-hm"), ("a[nd]-", "a-"), ("{a}[m]-", "{a}-"),
+    ("[laughter-it's_1]", "it's"), ("ca[n]-[t]", "ca[n]--"),
 ])
 def test_map_word_rules(word, mapped):
     assert map_word(word) == mapped
