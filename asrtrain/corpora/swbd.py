@@ -163,7 +163,10 @@ def find_swbd_audio_root(swbd_dir: Path) -> Path:
     if not swbd_dir.is_dir():
         raise AsrError("Switchboard directory not found", swbd_dir,
                        fix="give the LDC97S62 directory holding swb1_d1 .. swb1_d4")
-    for root in (swbd_dir, swbd_dir / "swb1_LDC97S62"):
+    # the discs sit in swbd_dir itself, or one or two levels down (swb1_LDC97S62/, or a site's own wrapper)
+    roots = [swbd_dir] + sorted({d.parent for pattern in ("*/swb1_d[1-4]", "*/*/swb1_d[1-4]")
+                                 for d in swbd_dir.glob(pattern) if d.is_dir()})
+    for root in roots:
         discs = [d for d in (root / f"swb1_d{i}" / "data" for i in range(1, 5)) if d.is_dir()]
         if discs:
             if len(discs) < 4:

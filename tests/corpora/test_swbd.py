@@ -154,7 +154,8 @@ def test_without_acronym_mapping(corpus, tmp_path):
     ("ammu[n]it-", "ammn-t-"), ("them_1", "them"), ("them_1's", "them's"), ("[noise]", "[noise]"),
     ("uh-huh", "uh-huh"),
     # odd inputs, with what Kaldi's Perl makes of them
-    ("-[40]1k", "-1k"), ("-[a]b[out]-", "-b-"), ("[laughter-ab[solute]-]", "ab-"), ("[laughter-{wow}]", "wow"),
+    ("-[40]1k", "-1k"), ("-[a]b[out]-", "-b-"), ("[laughter-ab[solute]-]", "ab-"),
+    ("[laughter-{wow}]", "wow"),
     ("[b[ig]-/big]", "b-"), ("hhm[m]-hm", "hhm[m]-hm"), ("a[nd]-", "a-"), ("{a}[m]-", "{a}-"),
     ("[laughter-it's_1]", "it's"), ("ca[n]-[t]", "ca[n]--"),
 ])
@@ -177,6 +178,16 @@ def test_misnamed_disc_dirs_list_what_is_expected(tmp_path):
     msg = str(err.value)
     for i in range(1, 5):
         assert f"{fx.swbd_dir}/swb1_d{i}/data/swNNNNN.sph" in msg
+    # the discs may also sit one or two levels down, e.g. in swb1_LDC97S62/
+    wrapped = tmp_path / "wrapped"
+    inner = wrapped / "swb1_LDC97S62" / "LDC97S62"
+    inner.parent.mkdir(parents=True)
+    fx.swbd_dir.rename(inner)
+    (inner / "disc1").rename(inner / "swb1_d1")
+    prepare_swbd(wrapped, tmp_path / "out", acronyms=False, dev_utts=0,
+                 trans_dir=inner / "transcriptions" / "swb_ms98_transcriptions")
+    wav = read_table(tmp_path / "out" / "train" / "wav.scp")
+    assert wav["sw02001-A"].endswith("swb1_d1/data/sw02001.sph")
     with pytest.raises(AsrError, match="Switchboard directory not found"):
         prepare_swbd(tmp_path / "nowhere", tmp_path / "out")
 
