@@ -74,7 +74,7 @@ def test_stage0_prepares_all_data_dirs(recipe):
 
 def test_stage0_error_on_misnamed_corpus(recipe, tmp_path):
     dest, opts = recipe
-    opts[1] = str(tmp_path / "ldc")  # the parent, not LDC97S62
+    opts[1] = opts[3]  # the Hub5 audio directory given as Switchboard's
     res = _run(dest, "--stage", "0", "--stop-stage", "0", *opts, check=False)
     assert res.returncode != 0
     assert "swb1_d1/data/swNNNNN.sph" in res.stderr and "Traceback" not in res.stderr
