@@ -175,7 +175,7 @@ def find_swbd_audio_root(swbd_dir: Path) -> Path:
             return root
     expected = ", ".join(f"{swbd_dir}/swb1_d{i}/data/swNNNNN.sph" for i in range(1, 5))
     raise AsrError(f"not an LDC97S62 directory: expected {expected} "
-                   f"(or the same under {swbd_dir}/swb1_LDC97S62/)", swbd_dir,
+                   f"(or the same one or two levels down, e.g. under {swbd_dir}/swb1_LDC97S62/)", swbd_dir,
                    fix="point at the unpacked Switchboard-1 Release 2 corpus")
 
 

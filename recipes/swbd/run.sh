@@ -6,7 +6,7 @@
 #
 #   swbd_dir        Switchboard-1 Release 2, LDC97S62:
 #                     $swbd_dir/swb1_d1/data/sw02001.sph ... $swbd_dir/swb1_d4/data/sw04940.sph
-#                     (or the same under $swbd_dir/swb1_LDC97S62/), two-channel 8 kHz SPHERE
+#                     (or one or two levels down, e.g. $swbd_dir/swb1_LDC97S62/swb1_d1/...), 2-channel 8 kHz
 #                   plus the ISIP/MS-State transcripts (switchboard_word_alignments.tar.gz from
 #                   https://www.openslr.org/resources/5, the files Kaldi downloads), unpacked as
 #                     $swbd_dir/swb_ms98_transcriptions/20/2001/sw2001A-ms98-a-trans.text ...
