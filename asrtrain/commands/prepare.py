@@ -10,6 +10,7 @@ CORPORA = {
     "synth": ("asrtrain.commands.prepare_synth", "synth", "Synthesise the embedded espeak-ng corpus."),
     "swbd": ("asrtrain.commands.prepare_swbd", "swbd", "Switchboard-1 Release 2 (LDC97S62) training data."),
     "eval2000": ("asrtrain.commands.prepare_swbd", "eval2000", "Hub5-2000 (LDC2002S09 + LDC2002T43) test data."),
+    "fisher": ("asrtrain.commands.prepare_swbd", "fisher", "Fisher English (LDC2004/2005 S13 + T19) training data."),
 }
 
 
