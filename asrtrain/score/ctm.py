@@ -119,6 +119,14 @@ def _split_timed(words: List[str], begin: float, dur: float) -> List[Timed]:
     return [(w, begin + i * step, step) for i, w in enumerate(words)]
 
 
+def _first_path(items: List) -> List[str]:
+    """Words of ``items`` taking the first alternative of every alternation."""
+    out: List[str] = []
+    for x in items:
+        out.extend([x] if isinstance(x, str) else _first_path(x[0] if x else []))
+    return out
+
+
 def filter_ctm(items: List[CtmItem], rules: Optional[RuleSet], drop=None,
                delete_hyphens: bool = True) -> List[CtmItem]:
     """Apply GLM rules to each CTM word (csrfilt ``-i ctm``) and drop tokens where ``drop(word)``.
@@ -142,7 +150,7 @@ def filter_ctm(items: List[CtmItem], rules: Optional[RuleSet], drop=None,
             for alt in it.alts:
                 new: List[Timed] = []
                 for w, b, d in alt:
-                    flat = [t for x in words_of(w) for t in ([x] if isinstance(x, str) else x[0])]
+                    flat = _first_path(words_of(w))  # sclite cannot nest CTM alternations
                     new.extend(_split_timed(keep(flat), b, d))
                 alts.append(new)
             out.append(CtmItem(it.file, it.chan, it.begin, it.dur, alts=alts, line=it.line))
@@ -156,7 +164,7 @@ def filter_ctm(items: List[CtmItem], rules: Optional[RuleSet], drop=None,
             if len(toks) != 1:
                 raise AsrError(f"GLM output '{toks}' mixes words and an alternation for one CTM word",
                                None, it.line, fix="write the rule's TO side as one alternation")
-            alts = [_split_timed(keep(a), it.begin, it.dur) for a in toks[0]]
+            alts = [_split_timed(keep(_first_path(a)), it.begin, it.dur) for a in toks[0]]
             out.append(CtmItem(it.file, it.chan, it.begin, it.dur, alts=alts, line=it.line))
             continue
         for w, b, d in _split_timed(keep(toks), it.begin, it.dur):

@@ -55,15 +55,18 @@ def clean_ref_items(items: Sequence, hesitations: str = "optional") -> List:
             return f"({tok})"
         return tok
 
-    out: List = []
-    for it in items:
-        if isinstance(it, str):
-            t = fix(it)
-            if t is not None:
-                out.append(t)
-        else:
-            out.append([[t for t in (fix(w) for w in alt) if t is not None] for alt in it])
-    return out
+    def walk(seq: Sequence) -> List:
+        out: List = []
+        for it in seq:
+            if isinstance(it, str):
+                t = fix(it)
+                if t is not None:
+                    out.append(t)
+            else:
+                out.append([walk(alt) for alt in it])
+        return out
+
+    return walk(items)
 
 
 def hyp_drop(hesitations: str = "optional"):

@@ -38,36 +38,38 @@ class Segment:
 
 
 def tokenize(text: str, where: str = "", line: Optional[int] = None) -> List:
-    """Split a transcript into items: a token string, or for ``{ ... }`` a list of alternatives
-    (each a list of token strings; ``@`` alone is the empty alternative).
+    """Split a transcript into items: a token string, or for ``{ ... }`` a list of alternatives,
+    each a list of items (alternations may nest, as GLM rewrites inside an alternation produce).
+    ``@`` alone is the empty alternative.
 
     Braces and slashes need not be space-separated (``{YES / YEAH}`` as csrfilt writes it).
     """
     spaced = re.sub(r"([{}])", r" \1 ", text)
+    stack: List[List[List]] = []  # open alternations, each a list of alternatives
     items: List = []
-    alts: Optional[List[List[str]]] = None
+
+    def target() -> List:
+        return stack[-1][-1] if stack else items
+
     for tok in spaced.split():
         if tok == "{":
-            if alts is not None:
-                raise AsrError("nested alternation '{' inside '{ ... }'", where or None, line,
-                               fix="flatten the alternation")
-            alts = [[]]
+            stack.append([[]])
         elif tok == "}":
-            if alts is None:
+            if not stack:
                 raise AsrError("'}' without a matching '{'", where or None, line,
                                fix="balance the braces of the alternation")
-            items.append([[w for w in alt if w != "@"] for alt in alts])
-            alts = None
-        elif alts is not None:
+            alts = stack.pop()
+            target().append([[w for w in alt if w != "@"] for alt in alts])
+        elif stack:
             parts = tok.split("/")
             for i, part in enumerate(parts):
                 if i > 0:
-                    alts.append([])
+                    stack[-1].append([])
                 if part:
-                    alts[-1].append(part)
+                    target().append(part)
         else:
             items.append(tok)
-    if alts is not None:
+    if stack:
         raise AsrError("'{' without a closing '}'", where or None, line,
                        fix="close the alternation with '}'")
     return items
@@ -80,7 +82,7 @@ def detokenize(items: Sequence) -> str:
         if isinstance(item, str):
             out.append(item)
         else:
-            out.append("{ " + " / ".join(" ".join(a) if a else "@" for a in item) + " }")
+            out.append("{ " + " / ".join(detokenize(a) if a else "@" for a in item) + " }")
     return " ".join(out)
 
 

@@ -114,22 +114,23 @@ def chain(words: Sequence[Word]) -> Net:
 def build_net(items: Sequence, make=make_word) -> Net:
     """Network from a token list where an item is a token string or a list of alternatives.
 
-    An alternative is a list of token strings; ``["@"]`` (or ``[]``) is the null alternative.
+    An alternative is a list of items (so alternations may nest); ``[]`` or ``["@"]`` is the null
+    alternative, which becomes one ``@`` arc as in sclite.
     """
     net = Net()
-    frontier = [0]
-    for item in items:
-        if isinstance(item, str):
-            frontier = [net.add(make(item), frontier)]
-            continue
-        ends: List[int] = []
-        for alt in item:
-            tail = frontier
-            for tok in (alt or [NULL]):
-                tail = [net.add(make(tok), tail)]
-            ends.extend(tail)
-        frontier = ends
-    net.finals = frontier
+
+    def walk(seq: Sequence, frontier: List[int]) -> List[int]:
+        for item in seq:
+            if isinstance(item, str):
+                frontier = [net.add(make(item), frontier)]
+                continue
+            ends: List[int] = []
+            for alt in item:
+                ends.extend(walk(alt or [NULL], frontier))
+            frontier = ends
+        return frontier
+
+    net.finals = walk(items, [0])
     return net
 
 
