@@ -168,3 +168,17 @@ def test_random_cases_match_sclite(tmp_path, sctk, seed):
     ctm.write_text(ctm_text)
     _, scored = score_hub5(stm, ctm, name="rand")
     assert ours_per_speaker(scored) == reference_filter(sctk, stm, ctm, tmp_path)
+
+
+def test_glm_filter_equals_csrfilt(tmp_path, sctk):
+    from asrtrain.score.glm import load_rules
+
+    lines = ["uh I'm gonna (um) say alright all right mhm it's well-known abc- ok",
+             "{ yeah / yes } we'd they'll (hmm) huh-uh uh-huh T.V. o.k. 'cause cause",
+             "(well-known) don't can't won't (i'm) theatre ach eee ew oof hee",
+             "mixed Case Words UH um-hmm Yep yup nope sorta kinda (-bout) -bout"]
+    stm = "".join(f"f A s {i}.0 {i}.5 <O> {l}\n" for i, l in enumerate(lines))
+    theirs = run_sctk(sctk, ["csrfilt.sh", "-i", "stm", "-t", "ref", "-dh", str(DEFAULT_GLM)], stdin=stm)
+    rules = load_rules(DEFAULT_GLM, "stm", "ref")
+    ours = [f"f A s {i}.0 {i}.5 <O> {rules.filter_text(l)}" for i, l in enumerate(lines)]
+    assert ours == theirs.splitlines()
