@@ -135,11 +135,12 @@ def filter_ctm(items: List[CtmItem], rules: Optional[RuleSet], drop=None,
     an alternation item. Existing alternations are filtered word by word.
     """
     out: List[CtmItem] = []
+    seen: Dict[str, List] = {}  # words repeat: filter each distinct word once
 
     def words_of(word: str) -> List:
-        if rules is None:
-            return tokenize(word)
-        return tokenize(rules.filter_text(word, delete_hyphens))
+        if word not in seen:
+            seen[word] = tokenize(word if rules is None else rules.filter_text(word, delete_hyphens))
+        return seen[word]
 
     def keep(tokens: List[str]) -> List[str]:
         return [t for t in tokens if not (drop and drop(t))]

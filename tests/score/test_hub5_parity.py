@@ -154,6 +154,8 @@ def random_case(rng):
                 if rng.random() < 0.3:  # a word in the gap after the segment
                     ctm.append((file, chan, round(end + 0.05, 2), 0.1, rng.choice(WORDS)))
                 t = end + 0.1
+    if rng.random() < 0.5:  # a channel with no hypothesis at all: every reference word deleted
+        ctm = [x for x in ctm if (x[0], x[1]) != ("sw_1000", "B")]
     # sclite needs both files in the same (file, channel, time) order, as hubscr sorts them
     stm.sort(key=lambda x: x[:3])
     ctm.sort(key=lambda x: (x[0], x[1], x[2]))
