@@ -261,8 +261,7 @@ class Counts:
         w = self.wrd or 1
         s = self.snt or 1
         return (100.0 * self.cor / w, 100.0 * self.sub / w, 100.0 * self.dele / w,
-                100.0 * self.ins / w, self.wer if self.wrd else 100.0 * self.err / w,
-                100.0 * self.serr / s)
+                100.0 * self.ins / w, self.wer, 100.0 * self.serr / s)
 
     def line(self, name: str) -> str:
         """``%WER 13.5 | 4459 42989 | 88.2 8.0 3.8 1.7 13.5 48.2 | name``."""

@@ -2,7 +2,8 @@
 
 Reference pipeline, independent of our code: sctk's own ``csrfilt.sh -dh`` applies the shipped GLM to
 the STM and the CTM (as hubscr does), the documented pre-filter is applied with plain regexps (drop
-``[...]`` tokens; bare ref ``%HESITATION`` -> ``(%HESITATION)``; hyp ``%HESITATION`` lines dropped), then
+``[...]`` tokens; with ``hesitations="optional"`` also bare ref ``%HESITATION`` -> ``(%HESITATION)`` and
+hyp ``%HESITATION`` lines dropped; with ``"keep"`` hesitations go to sclite untouched), then
 ``sclite -F -D`` aligns. Our ``score_hub5`` gets the raw files. Per-speaker Corr/Sub/Del/Ins and
 sentence counts must be equal.
 """
@@ -18,17 +19,18 @@ from asrtrain.score.hub5 import score_hub5
 from conftest import run_sctk, sclite_alignments
 
 
-def reference_filter(sctk, stm, ctm, tmp_path, glm=DEFAULT_GLM):
+def reference_filter(sctk, stm, ctm, tmp_path, glm=DEFAULT_GLM, hesitations="optional"):
     fstm = run_sctk(sctk, ["csrfilt.sh", "-i", "stm", "-t", "ref", "-dh", str(glm)], stdin=stm.read_text())
     fctm = run_sctk(sctk, ["csrfilt.sh", "-i", "ctm", "-t", "hyp", "-dh", str(glm)], stdin=ctm.read_text())
     out_stm = []
     for line in fstm.splitlines():
         if not line.startswith(";;"):
             line = re.sub(r"\s\[[^\]\s]*\](?=\s|$)", "", line)
-            line = re.sub(r"(?<=[\s{/])%HESITATION(?=[\s}/]|$)", "(%HESITATION)", line)
+            if hesitations == "optional":
+                line = re.sub(r"(?<=[\s{/])%HESITATION(?=[\s}/]|$)", "(%HESITATION)", line)
         out_stm.append(line)
-    out_ctm = [l for l in fctm.splitlines()
-               if not re.match(r"^\S+ \S+ \S+ \S+ (%HESITATION|\[[^\]]*\])(\s|$)", l)]
+    drop = r"(%HESITATION|\[[^\]]*\])" if hesitations == "optional" else r"(\[[^\]]*\])"
+    out_ctm = [l for l in fctm.splitlines() if not re.match(r"^\S+ \S+ \S+ \S+ " + drop + r"(\s|$)", l)]
     (tmp_path / "f.stm").write_text("\n".join(out_stm) + "\n")
     (tmp_path / "f.ctm").write_text("\n".join(out_ctm) + "\n")
     rows = sclite_alignments(sctk, ["-r", str(tmp_path / "f.stm"), "stm", "-h", str(tmp_path / "f.ctm"),
@@ -101,13 +103,14 @@ en_5002 A 7.200 0.300 hello
 """
 
 
-def test_handmade_cases_match_sclite(tmp_path, sctk):
+@pytest.mark.parametrize("hesitations", ["optional", "keep"])
+def test_handmade_cases_match_sclite(tmp_path, sctk, hesitations):
     stm = tmp_path / "ref.stm"
     ctm = tmp_path / "hyp.ctm"
     stm.write_text(HANDMADE_STM)
     ctm.write_text(HANDMADE_CTM)
-    result, scored = score_hub5(stm, ctm, name="hand")
-    theirs = reference_filter(sctk, stm, ctm, tmp_path)
+    result, scored = score_hub5(stm, ctm, name="hand", hesitations=hesitations)
+    theirs = reference_filter(sctk, stm, ctm, tmp_path, hesitations=hesitations)
     assert ours_per_speaker(scored) == theirs
     # both subsets are present and add up to all
     assert set(result) == {"swbd", "callhm", "all"}
@@ -168,8 +171,9 @@ def test_random_cases_match_sclite(tmp_path, sctk, seed):
     stm, ctm = tmp_path / "ref.stm", tmp_path / "hyp.ctm"
     stm.write_text(stm_text)
     ctm.write_text(ctm_text)
-    _, scored = score_hub5(stm, ctm, name="rand")
-    assert ours_per_speaker(scored) == reference_filter(sctk, stm, ctm, tmp_path)
+    hes = "optional" if seed % 2 else "keep"
+    _, scored = score_hub5(stm, ctm, name="rand", hesitations=hes)
+    assert ours_per_speaker(scored) == reference_filter(sctk, stm, ctm, tmp_path, hesitations=hes)
 
 
 def test_glm_filter_equals_csrfilt(tmp_path, sctk):
