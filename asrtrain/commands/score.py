@@ -37,7 +37,7 @@ def score(ref, hyp, stm, ctm, hyp_text, segments, r2fc, glm, hesitations, utt2sp
             raise AsrError("give REF HYP (text mode) or --stm with --ctm/--hyp-text (Hub5 mode)",
                            fix="see asrtrain score --help")
         from asrtrain.score.report import score_text
-        total, _ = score_text(ref, hyp, name=name, out_dir=out_dir, utt2spk=utt2spk)
+        total = score_text(ref, hyp, name=name, out_dir=out_dir, utt2spk=utt2spk)
         click.echo(total.line(name or click.format_filename(hyp)))
         return
     if ref or hyp or bool(ctm) == bool(hyp_text):
@@ -48,10 +48,10 @@ def score(ref, hyp, stm, ctm, hyp_text, segments, r2fc, glm, hesitations, utt2sp
         if not (segments and r2fc):
             raise AsrError("--hyp-text needs --segments and --reco2file-and-channel",
                            fix="pass the decoded data dir's segments and reco2file_and_channel")
-        result, _ = hub5.score_hub5_text(stm, hyp_text, segments, r2fc, glm=glm, name=name,
+        result = hub5.score_hub5_text(stm, hyp_text, segments, r2fc, glm=glm, name=name,
                                          out_dir=out_dir, hesitations=hesitations)
     else:
-        result, _ = hub5.score_hub5(stm, ctm, glm=glm, name=name, out_dir=out_dir, hesitations=hesitations)
-    label = name or hub5._default_name(stm)
+        result = hub5.score_hub5(stm, ctm, glm=glm, name=name, out_dir=out_dir, hesitations=hesitations)
+    label = name or hub5.default_name(stm)
     for subset, counts in result.items():
         click.echo(counts.line(f"{label} {subset}"))

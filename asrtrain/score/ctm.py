@@ -8,7 +8,7 @@ segment's time spread evenly over its words, as ESPnet does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
 

@@ -114,15 +114,13 @@ def subset_of(file: str) -> Optional[str]:
     return None
 
 
-def score_hub5(stm: PathLike, ctm: Optional[PathLike] = None, glm: Optional[PathLike] = None,
-               hyp_items: Optional[List[CtmItem]] = None, name: Optional[str] = None,
-               out_dir: Optional[PathLike] = None, hesitations: str = "optional",
-               delete_hyphens: bool = True) -> Tuple[Dict[str, Counts], List[Scored]]:
-    """Score a CTM (path, or pre-built ``hyp_items``) against an STM with GLM filtering.
+def align_hub5(stm: PathLike, ctm: Optional[PathLike] = None, glm: Optional[PathLike] = None,
+               hyp_items: Optional[List[CtmItem]] = None, hesitations: str = "optional",
+               delete_hyphens: bool = True) -> List[Scored]:
+    """Steps 1-4 of the module docstring: one :class:`Scored` per scored STM segment.
 
-    Returns ({"swbd": Counts, "callhm": Counts, "all": Counts} -- subsets with segments only,
-    "all" always -- and the per-segment results). Writes NAME.pra, NAME.sys and wer_summary to
-    ``out_dir`` when given. ``glm=None`` uses the shipped ``asrtrain/resources/hub5.glm``.
+    The hypothesis is a CTM path or pre-built ``hyp_items``; ``glm=None`` uses the shipped
+    ``asrtrain/resources/hub5.glm``.
     """
     if hesitations not in ("optional", "keep"):
         raise AsrError(f"hesitations must be 'optional' or 'keep', not '{hesitations}'")
@@ -130,7 +128,6 @@ def score_hub5(stm: PathLike, ctm: Optional[PathLike] = None, glm: Optional[Path
         if ctm is None:
             raise AsrError("no hypothesis given", fix="pass a CTM file or text hypotheses")
         hyp_items = read_ctm(ctm)
-    name = name or _default_name(stm)
     segs = read_stm(stm)
     ref_rules = load_rules(glm, "stm", "ref")
     hyp_rules = load_rules(glm, "ctm", "hyp")
@@ -149,7 +146,6 @@ def score_hub5(stm: PathLike, ctm: Optional[PathLike] = None, glm: Optional[Path
                        fix="score against the STM of the same test set")
 
     scored: List[Scored] = []
-    totals: Dict[str, Counts] = {}
     n_ignored = n_dropped = 0
     spk_count: Dict[str, int] = {}
     for key in sorted(by_chan):
@@ -162,31 +158,52 @@ def score_hub5(stm: PathLike, ctm: Optional[PathLike] = None, glm: Optional[Path
             text = ref_rules.filter_text(seg.text, delete_hyphens)
             ref = build_net(clean_ref_items(tokenize(text, str(stm), seg.line), hesitations), make=_mk)
             pairs = align(ref, hyp_net(items))
-            c = Counts().add_pairs(pairs)
             spk = seg.spk.lower()
             n = spk_count.get(spk, 0)
             spk_count[spk] = n + 1
-            scored.append(Scored(f"{spk}-{n:03d}", spk, pairs, c,
-                                 f"{seg.file} {seg.chan} {seg.begin:.2f}-{seg.end:.2f}"))
-            for sub in (subset_of(seg.file), "all"):
-                if sub is not None:
-                    totals[sub] = totals.get(sub, Counts()) + c
+            scored.append(Scored(f"{spk}-{n:03d}", spk, pairs, Counts().add_pairs(pairs),
+                                 f"{seg.file} {seg.chan} {seg.begin:.2f}-{seg.end:.2f}", seg.file))
     log.info("scored %d segments (%d ignored, %d hyp words in them dropped) from %d hyp items",
              len(scored), n_ignored, n_dropped, n_hyp_in)
-    result = {sub: totals[sub] for sub in [s for s, _ in SUBSETS] + ["all"] if sub in totals}
-    result.setdefault("all", Counts())
+    return scored
+
+
+def subset_totals(scored: List[Scored]) -> Dict[str, Counts]:
+    """{"swbd", "callhm" (only when they have segments), "all" (always)}: summed counts."""
+    totals: Dict[str, Counts] = {}
+    for s in scored:
+        for sub in (subset_of(s.file), "all"):
+            if sub is not None:
+                totals[sub] = totals.get(sub, Counts()) + s.counts
+    result = {sub: totals[sub] for sub in [s for s, _ in SUBSETS] if sub in totals}
+    result["all"] = totals.get("all", Counts())
+    return result
+
+
+def score_hub5(stm: PathLike, ctm: Optional[PathLike] = None, glm: Optional[PathLike] = None,
+               hyp_items: Optional[List[CtmItem]] = None, name: Optional[str] = None,
+               out_dir: Optional[PathLike] = None, hesitations: str = "optional",
+               delete_hyphens: bool = True) -> Dict[str, Counts]:
+    """Score a CTM against an STM with GLM filtering: {"swbd", "callhm", "all"} -> Counts.
+
+    Writes NAME.pra, NAME.sys and wer_summary (lines named ``"<name> <subset>"``) to ``out_dir``
+    when given; NAME defaults to the STM's data dir name (for ``.../eval2000/stm``) or file stem.
+    """
+    scored = align_hub5(stm, ctm, glm, hyp_items, hesitations, delete_hyphens)
+    result = subset_totals(scored)
     if out_dir is not None:
+        name = name or default_name(stm)
         write_reports(Path(out_dir), name, scored, {f"{name} {k}": v for k, v in result.items()})
-    return result, scored
+    return result
 
 
 def score_hub5_text(stm: PathLike, hyp_text: PathLike, segments: PathLike, reco2file_and_channel: PathLike,
-                    **kwargs) -> Tuple[Dict[str, Counts], List[Scored]]:
+                    **kwargs) -> Dict[str, Counts]:
     """Like :func:`score_hub5` for a Kaldi ``text`` hypothesis (times spread evenly per segment)."""
     items = text_to_ctm(hyp_text, segments, reco2file_and_channel)
     return score_hub5(stm, hyp_items=items, **kwargs)
 
 
-def _default_name(stm: PathLike) -> str:
+def default_name(stm: PathLike) -> str:
     p = Path(stm)
     return p.parent.name if p.stem == "stm" and p.parent.name else p.stem

@@ -33,6 +33,7 @@ class Scored:
     pairs: List[Pair]
     counts: Counts
     note: str = ""
+    file: str = ""
 
 
 def speaker_of(utt: str) -> str:
@@ -109,14 +110,12 @@ def _read_text(path: Union[str, Path]) -> Dict[str, List[str]]:
     return {k: v.split() for k, v in read_table(path, min_fields=1).items()}
 
 
-def score_text(ref_path: Union[str, Path], hyp_path: Union[str, Path], name: Optional[str] = None,
-               out_dir: Optional[Union[str, Path]] = None,
-               utt2spk: Optional[Union[str, Path]] = None) -> Tuple[Counts, List[Scored]]:
-    """Score a Kaldi ``text`` hypothesis against a reference; counts summed over the corpus.
+def align_text(ref_path: Union[str, Path], hyp_path: Union[str, Path],
+               utt2spk: Optional[Union[str, Path]] = None) -> List[Scored]:
+    """Align every REF utterance of two Kaldi ``text`` files; per-utterance results sorted by id.
 
-    Every REF utterance is scored: one missing from HYP counts as all deletions and is reported
-    (logged and marked in the .pra). A HYP id not in REF is an error. Returns (total counts, per
-    utterance results); writes NAME.pra, NAME.sys and wer_summary when ``out_dir`` is given.
+    An utterance missing from HYP is scored against nothing (all deletions), logged and marked in
+    ``Scored.note``. A HYP id not in REF is an error.
     """
     ref = _read_text(ref_path)
     hyp = _read_text(hyp_path)
@@ -130,32 +129,45 @@ def score_text(ref_path: Union[str, Path], hyp_path: Union[str, Path], name: Opt
         if nospk:
             raise AsrError(f"utterance '{nospk[0]}' of the reference has no speaker", utt2spk,
                            fix="give the utt2spk of the scored data dir")
-    name = name or Path(hyp_path).name
     missing = [u for u in ref if u not in hyp]
     if missing:
         log.warning("%d of %d reference utterances have no hypothesis (scored as deletions), e.g. %s",
                     len(missing), len(ref), missing[0])
     scored: List[Scored] = []
-    total = Counts()
     for utt in sorted(ref):
         pairs = align_words(ref[utt], hyp.get(utt, []))
-        c = Counts().add_pairs(pairs)
-        total = total + c
-        scored.append(Scored(utt, spk_map.get(utt) or speaker_of(utt), pairs, c,
+        scored.append(Scored(utt, spk_map.get(utt) or speaker_of(utt), pairs, Counts().add_pairs(pairs),
                              "missing from hypothesis" if utt not in hyp else ""))
-    log.info("scored %d utterances (%d missing from hypothesis), %d reference words",
-             len(scored), len(missing), total.wrd)
+    log.info("aligned %d utterances (%d missing from hypothesis)", len(scored), len(missing))
+    return scored
+
+
+def total_of(scored: Iterable[Scored]) -> Counts:
+    total = Counts()
+    for s in scored:
+        total = total + s.counts
+    return total
+
+
+def score_text(ref_path: Union[str, Path], hyp_path: Union[str, Path], name: Optional[str] = None,
+               out_dir: Optional[Union[str, Path]] = None,
+               utt2spk: Optional[Union[str, Path]] = None) -> Counts:
+    """Score a Kaldi ``text`` hypothesis against a reference: counts summed over the corpus.
+
+    Writes NAME.pra, NAME.sys and wer_summary to ``out_dir`` when given (NAME defaults to the HYP
+    file name). See :func:`align_text` for missing and extra utterances.
+    """
+    scored = align_text(ref_path, hyp_path, utt2spk)
+    total = total_of(scored)
+    name = name or Path(hyp_path).name
     if out_dir is not None:
         write_reports(Path(out_dir), name, scored, {name: total})
-    return total, scored
+    return total
 
 
 def write_reports(out_dir: Path, name: str, scored: List[Scored], lines: Dict[str, Counts]) -> None:
     """Write NAME.pra, NAME.sys (per-speaker totals) and wer_summary (one %WER line per entry)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_pra(out_dir / f"{name}.pra", scored, name)
-    total = Counts()
-    for s in scored:
-        total = total + s.counts
-    atomic_write_text(out_dir / f"{name}.sys", sys_table(per_speaker(scored), total, name))
+    atomic_write_text(out_dir / f"{name}.sys", sys_table(per_speaker(scored), total_of(scored), name))
     atomic_write_text(out_dir / "wer_summary", "".join(c.line(n) + "\n" for n, c in lines.items()))

@@ -24,7 +24,7 @@ def write_inputs(tmp_path):
 
 def test_text_hypothesis_scores_three_subsets(tmp_path):
     write_inputs(tmp_path)
-    result, scored = score_hub5_text(tmp_path / "stm", tmp_path / "text", tmp_path / "segments",
+    result = score_hub5_text(tmp_path / "stm", tmp_path / "text", tmp_path / "segments",
                                      tmp_path / "r2fc", name="eval2000")
     sw, ch, al = result["swbd"], result["callhm"], result["all"]
     # swbd A: (%hes) {i'm / i am} fine thanks: the deleted optional hesitation counts as correct (as in
@@ -74,7 +74,7 @@ def test_cli_bad_combinations_and_unknown_channel(tmp_path):
 def test_missing_channel_in_hyp_is_all_deletions(tmp_path):
     write_inputs(tmp_path)
     (tmp_path / "hyp.ctm").write_text("en_6001 A 0.5 0.3 hello\nen_6001 A 1.0 0.3 there\n")
-    result, _ = score_hub5(tmp_path / "stm", tmp_path / "hyp.ctm", hesitations="keep")
+    result = score_hub5(tmp_path / "stm", tmp_path / "hyp.ctm", hesitations="keep")
     sw = result["swbd"]
     # everything deleted except the explicitly optional (uh), which a deletion leaves correct
     assert (sw.cor, sw.sub, sw.ins) == (1, 0, 0) and sw.dele == sw.wrd - 1 > 0

@@ -5,7 +5,7 @@ import random
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from asrtrain.score.report import score_text, speaker_of
+from asrtrain.score.report import align_text, score_text, speaker_of
 from asrtrain.score.wer import Counts
 
 from conftest import sclite_alignments
@@ -19,7 +19,7 @@ def write(path, lines):
 def test_counts_are_summed_over_the_corpus_not_averaged(tmp_path):
     ref = write(tmp_path / "ref", ["a-1 one two three four", "a-2 x"])
     hyp = write(tmp_path / "hyp", ["a-1 one two three four", "a-2 y"])
-    total, scored = score_text(ref, hyp)
+    total = score_text(ref, hyp)
     # corpus WER = 1 error / 5 words = 20%, not the mean of per-utterance 0% and 100%
     assert (total.cor, total.sub, total.dele, total.ins, total.wrd, total.snt, total.serr) == (4, 1, 0, 0, 5, 2, 1)
     assert abs(total.wer - 20.0) < 1e-9
@@ -30,7 +30,7 @@ def test_missing_hyp_utterance_counts_as_deletions_and_is_reported(tmp_path, cap
     ref = write(tmp_path / "ref", ["s-1 a b c", "s-2 d e"])
     hyp = write(tmp_path / "hyp", ["s-1 a b c"])
     with caplog.at_level("WARNING"):
-        total, scored = score_text(ref, hyp, out_dir=tmp_path / "out", name="t")
+        total = score_text(ref, hyp, out_dir=tmp_path / "out", name="t")
     assert (total.dele, total.wrd, total.snt) == (2, 5, 2)
     assert "have no hypothesis" in caplog.text
     pra = (tmp_path / "out" / "t.pra").read_text()
@@ -67,7 +67,7 @@ def test_utt2spk_overrides_the_id_prefix(tmp_path):
     ref = write(tmp_path / "ref", ["u1 a", "u2 b"])
     hyp = write(tmp_path / "hyp", ["u1 a", "u2 c"])
     u2s = write(tmp_path / "utt2spk", ["u1 alice", "u2 bob"])
-    _, scored = score_text(ref, hyp, utt2spk=u2s)
+    scored = align_text(ref, hyp, utt2spk=u2s)
     assert [s.spk for s in scored] == ["alice", "bob"]
     assert speaker_of("sw02001-A_0001") == "sw02001" and speaker_of("a_b") == "a" and speaker_of("x") == "x"
 
@@ -105,7 +105,8 @@ def test_text_mode_parity_with_sclite_trn(tmp_path, sctk):
     missing = "spk3-utt039"
     write(tmp_path / "ref", [f"{u} {' '.join(w)}".strip() for u, w in ref.items()])
     write(tmp_path / "hyp", [f"{u} {' '.join(w)}".strip() for u, w in hyp.items() if u != missing])
-    total, scored = score_text(tmp_path / "ref", tmp_path / "hyp")
+    total = score_text(tmp_path / "ref", tmp_path / "hyp")
+    scored = align_text(tmp_path / "ref", tmp_path / "hyp")
     # sclite needs every utterance in the hyp trn; ours scores a missing one against nothing, as here
     write(tmp_path / "ref.trn", [f"{' '.join(w)} ({u})" for u, w in ref.items()])
     write(tmp_path / "hyp.trn", [f"{' '.join(w if u != missing else [])} ({u})" for u, w in hyp.items()])
