@@ -7,3 +7,4 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Test helper modules (fixtures that write corpora) live beside the tests.
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "train"))
+sys.path.insert(0, str(Path(__file__).parent / "score"))

@@ -8,7 +8,7 @@ from asrtrain.cli import cli
 from asrtrain.score.report import align_text, score_text, speaker_of
 from asrtrain.score.wer import Counts
 
-from conftest import sclite_alignments
+from sctk_tools import sclite_alignments
 
 
 def write(path, lines):
