@@ -277,7 +277,7 @@ def find_problems(path: PathLike, audio: bool = True) -> List[Problem]:
 def _cross_check(path: Path, tables: Dict[str, dict], lines) -> List[Problem]:
     """Ids missing between files, reported once per id at its first file and line."""
     problems: List[Problem] = []
-    need = [n for n in ("utt2spk", "text", "segments", "feats.scp", "utt2num_frames") if n in tables]
+    need = [n for n in ("text", "utt2spk", "segments", "feats.scp", "utt2num_frames") if n in tables]
     segments = tables.get("segments")
     wav = tables.get("wav.scp")
     if segments is None and wav is not None and "feats.scp" not in tables:
