@@ -408,8 +408,11 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
     for utt in sorted(all_utts - set(data.utt2spk)):
         bad.setdefault(utt, "not in utt2spk")
     dropped = [(u, bad[u]) for u in sorted(bad)]
-    duplicates = [p for p in problems if p.message.startswith("duplicate id")]
     fixed = data.subset(keep)
+    if data.segments is not None:  # without segments a recording is its utterance, already listed
+        dropped += [(r, "wav.scp: recording has no utterances left")
+                    for r in sorted(set(data.wav_scp) - set(fixed.wav_scp))]
+    duplicates = [p for p in problems if p.message.startswith("duplicate id")]
     backup = path / ".backup"
     backup.mkdir(exist_ok=True)
     for name in ALL_FILES:
@@ -460,7 +463,7 @@ def subset(path: PathLike, out: PathLike, *, utt_list: Optional[PathLike] = None
         if n < 0:
             raise AsrError(f"--first/--last must be >= 0, got {n}")
         missing = []
-        sel = utts[:n] if first is not None else utts[len(utts) - n:] if n else []
+        sel = utts[:n] if first is not None else utts[max(0, len(utts) - n):] if n else []
     if missing:
         log.warning("subset: %d listed ids are not in %s (e.g. '%s')", len(missing), path, missing[0])
     result = data.subset(sel)

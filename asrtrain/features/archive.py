@@ -9,7 +9,7 @@ Output (``OUT_DIR``), all readable by Kaldi itself:
   utterances), so OUT_DIR is a complete data dir;
 - ``features.yaml`` (the resolved FeatureConfig), ``bad_utts.txt`` (with --skip-bad) and ``.done``.
 
-Jobs run in ``nj`` spawned processes with one torch thread each; each job takes a contiguous slice of
+Jobs run in ``nj`` worker processes (forked, as DataLoader workers are) with one torch thread each; each job takes a contiguous slice of
 the sorted utterances (so segments of one recording share one read) and also returns per-speaker CMVN
 stats, so no second pass over the features is needed.
 """
@@ -180,7 +180,9 @@ def _run_jobs(jobs: List[_Job], progress: _Progress) -> List[Dict]:
     if len(jobs) == 1:
         return [_run_job(jobs[0], progress.update)]
     import multiprocessing as mp
-    ctx = mp.get_context("spawn")  # fork after torch/OpenMP start-up can deadlock
+    # fork as torch's DataLoader does (workers then take one thread, so no OpenMP pool is re-entered);
+    # spawn costs a fresh torch import per job, seconds on a loaded machine.
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(job, q), daemon=True) for job in jobs]
     for p in procs:
@@ -233,7 +235,11 @@ def _select(data_dir: Path, skip_bad: bool) -> Tuple[dd.DataDir, Dict[str, str]]
             raise p.error()
         for utt in p.utts:
             bad.setdefault(utt, str(p))
-    return dd.read_datadir(data_dir, validate=False), bad
+    data = dd.read_datadir(data_dir, validate=False)
+    if not data.wav_scp:
+        raise AsrError("no wav.scp: nothing to compute features from", data_dir / "wav.scp",
+                       fix="give the data dir made by asrtrain prepare (with wav.scp)")
+    return data, bad
 
 
 def _jobs(data: dd.DataDir, utts: List[str], out: Path, nj: int, conf: FeatureConfig,

@@ -234,3 +234,30 @@ def test_reader_in_dataloader_workers(data, tmp_path):
     assert sorted(got) == keys
     for u in keys:
         np.testing.assert_array_equal(got[u].numpy(), direct[u])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt", "empty"])
+def test_damaged_audio_one_line_error(data, tmp_path, damage):
+    path = (data / "wav.scp").read_text().splitlines()[2].split()[1]
+    raw = open(path, "rb").read()
+    new = {"truncated": raw[: len(raw) - 3000], "corrupt": b"RIFF\x00\x01junk" + bytes(range(256)) * 4,
+           "empty": b""}[damage]
+    open(path, "wb").write(new)
+    err = one_error(run("features", data, tmp_path / "out"))
+    assert err.startswith(f"asrtrain: error: {data}/wav.scp:3: ") and path in err
+    assert {"truncated": "truncated", "corrupt": "corrupt", "empty": "corrupt"}[damage] in err
+
+
+def test_no_wav_scp(data, tmp_path):
+    (data / "wav.scp").unlink()
+    err = one_error(run("features", data, tmp_path / "out"))
+    assert f"{data}/wav.scp: missing wav.scp" in err
+
+
+def test_error_in_a_parallel_job(data, tmp_path):
+    """An error in the second of two jobs reaches the user as the same one-line message; no partial output."""
+    path = (data / "wav.scp").read_text().splitlines()[5].split()[1]
+    shutil.move(path, tmp_path / "moved.wav")
+    err = one_error(run("features", data, tmp_path / "out", "--nj", 2))
+    assert f"{data}/wav.scp:6: audio file not found: {path}" in err
+    assert not list((tmp_path / "out" / "arks").glob("*")) and not (tmp_path / "out" / ".done").exists()
