@@ -169,15 +169,16 @@ def _load(path: Path) -> Tuple[Dict[str, dict], Dict[str, Dict[str, int]], List[
         rows = _rows(path / name, problems)
         if rows is None:
             continue
-        table, where, prev = {}, {}, None
+        table, where, seen, prev = {}, {}, {}, None
         unsorted_reported = False
         for no, key, rest in rows:
             fpath = str(path / name)
             utts = (key,) if name in UTT_FILES else ()
-            if key in table:
-                problems.append(Problem(fpath, no, f"duplicate id '{key}' (first on line {where[key]})",
+            if key in seen:
+                problems.append(Problem(fpath, no, f"duplicate id '{key}' (first on line {seen[key]})",
                                         f"{FIX} keeps the first; or remove the line", ()))
                 continue
+            seen[key] = no
             if prev is not None and key < prev and not unsorted_reported:
                 problems.append(Problem(fpath, no, f"not sorted: '{key}' comes after '{prev}'",
                                         f"{FIX} sorts it (or LC_ALL=C sort -k1,1)"))
@@ -258,6 +259,9 @@ def find_problems(path: PathLike, audio: bool = True) -> List[Problem]:
         problems.append(Problem(str(path / "wav.scp"), None, "missing wav.scp (and no feats.scp)",
                                 "write wav.scp (<rec-id> <audio file or command |>)"))
     utt2spk = tables.get("utt2spk", {})
+    if "utt2spk" in tables and not utt2spk:
+        problems.append(Problem(str(path / "utt2spk"), None, "no utterances (utt2spk is empty)",
+                                "prepare the data dir again"))
     if "spk2utt" in tables and "utt2spk" in tables:
         want = spk2utt_from_utt2spk(utt2spk)
         got = {s: " ".join(v.split()) for s, v in tables["spk2utt"].items()}

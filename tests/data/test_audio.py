@@ -129,3 +129,16 @@ def test_channel_index():
     assert [channel_index(c) for c in ("A", "b", "1", "2", 1, None)] == [0, 1, 0, 1, 1, None]
     with pytest.raises(AsrError):
         channel_index("x1")
+
+
+def test_streamed_wav_header_through_a_pipe(tmp_path):
+    """Tools writing wav to a pipe (sox -t wav -) cannot seek back: sizes are left at 0xFFFFFFFF."""
+    import struct
+    x = tone(0.3, 16000)
+    sf.write(tmp_path / "a.wav", x, 16000, subtype="PCM_16")
+    raw = bytearray((tmp_path / "a.wav").read_bytes())
+    assert raw[36:40] == b"data"
+    raw[4:8] = raw[40:44] = struct.pack("<I", 0xFFFFFFFF)
+    (tmp_path / "s.wav").write_bytes(bytes(raw))
+    wave, rate = load_audio(f"cat {tmp_path / 's.wav'} |")
+    np.testing.assert_array_equal(np.round(wave.numpy() * 32768).astype(np.int32), x)

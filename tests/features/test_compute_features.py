@@ -59,6 +59,9 @@ def test_features_global_cmvn_kaldi_readable(data, tmp_path):
     assert all(line.split()[1].startswith(str(out.resolve() / "arks" / "feats."))
                for line in (out / "feats.scp").read_text().splitlines())
     assert len(list((out / "arks").glob("feats.*.ark"))) == 2 and not list((out / "arks").glob(".*tmp"))
+    # each ark is a valid sequential Kaldi archive too (ark:feats.J.ark)
+    seq = {k: m for j in (1, 2) for k, m in kaldiio.load_ark(str(out / "arks" / f"feats.{j}.ark"))}
+    assert sorted(seq) == sorted(want) and all(np.array_equal(seq[u], want[u]) for u in want)
     frames = dict(ln.split() for ln in (out / "utt2num_frames").read_text().splitlines())
     assert {u: int(n) for u, n in frames.items()} == {u: m.shape[0] for u, m in want.items()}
     assert (out / "feat_dim").read_text() == "40\n"
@@ -93,6 +96,7 @@ def test_speaker_cmvn_and_idempotence(data, tmp_path):
     conf = FeatureConfig(num_mel_bins=23, cmvn="speaker", cmvn_norm_vars=False)
     want = expected_feats(data, conf)
     cmvn = kaldiio.load_scp(str(out / "cmvn.scp"))
+    assert [k for k, _ in kaldiio.load_ark(str(out / "cmvn.ark"))] == ["spk0", "spk1", "spk2"]
     assert sorted(cmvn) == ["spk0", "spk1", "spk2"]
     reader = FeatureReader(out)
     for spk in cmvn:
