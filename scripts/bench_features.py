@@ -81,8 +81,8 @@ def main() -> None:
     conf = FeatureConfig()
     with tempfile.TemporaryDirectory() as tmp:
         data = make_corpus(Path(tmp), args.minutes)
-        print(f"corpus: {args.minutes:g} min of 16 kHz audio, {len((data / 'wav.scp').read_text().splitlines())} "
-              f"utterances; {os.cpu_count()} cores")
+        n_utts = len((data / "wav.scp").read_text().splitlines())
+        print(f"corpus: {args.minutes:g} min of 16 kHz audio, {n_utts} utterances; {os.cpu_count()} cores")
         only = fbank_only(data, conf)
         print(f"fbank_only_x_realtime: {only:.0f}")
         s1 = compute_features(data, Path(tmp) / "f1", conf, nj=1)

@@ -38,7 +38,8 @@ def fix(data_dir: Path, no_audio: bool) -> None:
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--utt-list", type=click.Path(path_type=Path), help="Keep the utterances listed in this file.")
-@click.option("--spk-list", type=click.Path(path_type=Path), help="Keep all utterances of the listed speakers.")
+@click.option("--spk-list", type=click.Path(path_type=Path),
+              help="Keep all utterances of the listed speakers.")
 @click.option("--first", type=int, help="Keep the first N utterances (sorted order).")
 @click.option("--last", type=int, help="Keep the last N utterances (sorted order).")
 def subset(data_dir: Path, out_dir: Path, utt_list, spk_list, first, last) -> None:

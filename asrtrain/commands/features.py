@@ -11,7 +11,8 @@ import click
 @click.command()
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.argument("out_dir", type=click.Path(path_type=Path))
-@click.option("--nj", type=int, default=1, show_default=True, help="Parallel jobs (processes, one thread each).")
+@click.option("--nj", type=int, default=1, show_default=True,
+              help="Parallel jobs (processes, one thread each).")
 @click.option("--conf", type=click.Path(path_type=Path), default=None,
               help="YAML file of feature options (FeatureConfig keys, Kaldi names, e.g. num_mel_bins: 80).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -28,5 +29,6 @@ def features(data_dir: Path, out_dir: Path, nj: int, conf: Optional[Path], overr
         raise AsrError(f"--nj must be >= 1, got {nj}")
     cfg = load_section(FeatureConfig, conf, overrides)
     s = compute_features(data_dir, out_dir, cfg, nj=nj, skip_bad=skip_bad)
-    state = "already complete" if s.skipped else f"{s.audio_seconds:.1f} s of audio, {s.x_realtime:.0f}x real time"
+    state = ("already complete" if s.skipped
+             else f"{s.audio_seconds:.1f} s of audio, {s.x_realtime:.0f}x real time")
     click.echo(f"{out_dir}: {s.utts_in} utterances in, {s.utts_out} out, {len(s.bad)} bad; {state}")

@@ -94,7 +94,8 @@ def sphere_header(path: str) -> Optional[Dict[str, str]]:
 
 def _sph2pipe_fix(path: str, channel: Optional[int]) -> str:
     where = shutil.which("sph2pipe")
-    note = f"sph2pipe is at {where}" if where else "sph2pipe is not on PATH: build it from Kaldi's tools/ and add it"
+    note = (f"sph2pipe is at {where}" if where
+            else "sph2pipe is not on PATH: build it with Kaldi's tools/Makefile and add it")
     return f"write the wav.scp entry as 'sph2pipe -f wav -p -c {(channel or 0) + 1} {path} |' ({note})"
 
 
@@ -108,8 +109,8 @@ def _run_pipe(spec: str, where: Where) -> bytes:
             prog = cmd
         if proc.returncode == 127:
             raise where.error(f"pipe command '{prog}' not found on PATH (in: {cmd} |)",
-                              fix=f"install {prog} and put it on PATH" + (
-                                  " (sph2pipe is built by Kaldi's tools/Makefile)" if "sph2pipe" in prog else ""))
+                              fix=f"install {prog} and put it on PATH"
+                              + (" (Kaldi's tools/Makefile builds it)" if "sph2pipe" in prog else ""))
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise where.error(f"pipe command failed with exit code {proc.returncode}: "
                           f"{err[-1] if err else 'no message'} (in: {cmd} |)",
@@ -177,7 +178,8 @@ def _pick_channel(data: np.ndarray, channel: Optional[int], spec: str, where: Wh
                           fix="add '<rec-id> <file-id> A' (or B) to reco2file_and_channel, or select it "
                               "in a wav.scp pipe")
     if channel >= n_ch:
-        raise where.error(f"channel {chr(ord('A') + channel)} asked of a recording with {n_ch} channels ({spec})",
+        raise where.error(f"channel {chr(ord('A') + channel)} asked of a recording with {n_ch} channels "
+                          f"({spec})",
                           fix="correct reco2file_and_channel")
     return data[:, channel]
 
@@ -229,7 +231,8 @@ def segment_bounds(n: int, rate: int, start: Optional[float], end: Optional[floa
         hi = int(round(end * rate))
         if hi > n:
             if hi - n > MAX_OVERSHOOT_S * rate:
-                raise where.error(f"segment ends at {end:.3f} s, past the recording's end at {n / rate:.3f} s",
+                raise where.error(f"segment ends at {end:.3f} s, past the recording's end at "
+                                  f"{n / rate:.3f} s",
                                   fix="correct the segment, or drop it with asrtrain data fix")
             hi = n
     if lo >= hi:

@@ -337,7 +337,8 @@ def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]
             seg = segments[utt]
             if seg.start >= duration or seg.end > duration + MAX_OVERSHOOT_S:
                 problems.append(Problem(str(path / "segments"), lines["segments"].get(utt),
-                                        f"segment {seg.start!r}-{seg.end!r} s of '{utt}' is outside recording "
+                                        f"segment {seg.start!r}-{seg.end!r} s of '{utt}' is outside "
+                                        f"recording "
                                         f"'{rec}' ({duration:.3f} s long)",
                                         f"correct the times, or {FIX} drops it", (utt,)))
     return problems

@@ -2,16 +2,17 @@
 
 Output (``OUT_DIR``), all readable by Kaldi itself:
 - ``arks/feats.<j>.ark``: one ark per job, written under a temp name and renamed when complete;
-- ``feats.scp`` (sorted; absolute ark paths, as Kaldi's make_fbank.sh writes), ``utt2num_frames``, ``feat_dim``;
+- ``feats.scp`` (sorted; absolute ark paths, as Kaldi's make_fbank.sh writes), ``utt2num_frames``,
+  ``feat_dim``;
 - ``cmvn_global.ark`` (cmvn: global; a bare [2, D+1] float64 matrix) or ``cmvn.ark``/``cmvn.scp`` keyed by
   speaker (cmvn: speaker); nothing for cmvn: none;
 - ``text``, ``utt2spk``, ``spk2utt``, ``wav.scp``, ``segments``, ``reco2file_and_channel`` (for the kept
   utterances), so OUT_DIR is a complete data dir;
 - ``features.yaml`` (the resolved FeatureConfig), ``bad_utts.txt`` (with --skip-bad) and ``.done``.
 
-Jobs run in ``nj`` worker processes (forked, as DataLoader workers are) with one torch thread each; each job takes a contiguous slice of
-the sorted utterances (so segments of one recording share one read) and also returns per-speaker CMVN
-stats, so no second pass over the features is needed.
+Jobs run in ``nj`` worker processes (forked, as DataLoader workers are) with one torch thread each;
+each job takes a contiguous slice of the sorted utterances (so segments of one recording share one
+read) and also returns per-speaker CMVN stats, so no second pass over the features is needed.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import json
 import logging
 import os
 import queue as queue_mod
-import shutil
 import sys
 import time
 import traceback

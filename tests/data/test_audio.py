@@ -98,7 +98,8 @@ def test_resampling_and_rate_mismatch(tmp_path):
     spec = np.abs(np.fft.rfft(wave.numpy()))
     assert abs(np.argmax(spec) * 16000 / 16000 - 500) <= 1
     with pytest.raises(AsrError) as err:
-        load_audio(str(tmp_path / "a.wav"), target_rate=16000, resample=False, scp_path="d/wav.scp", scp_line=1)
+        load_audio(str(tmp_path / "a.wav"), target_rate=16000, resample=False, scp_path="d/wav.scp",
+                   scp_line=1)
     assert err.value.render().startswith("d/wav.scp:1: sample rate 8000 Hz does not match")
     assert "features.sample_rate=8000" in err.value.render()
 

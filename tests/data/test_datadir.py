@@ -127,7 +127,8 @@ def test_segments_checked_against_recording_length(tmp_path):
     assert run("data", "validate", d).exit_code == 0
     _replace_line(d / "segments", 2, "sw01-A_000001 sw01-A 1.9 3.0\n")
     err = one_error(run("data", "validate", d))
-    assert f"{d}/segments:2: segment 1.9-3.0 s of 'sw01-A_000001' is outside recording 'sw01-A' (2.000 s long)" in err
+    assert (f"{d}/segments:2: segment 1.9-3.0 s of 'sw01-A_000001' is outside recording 'sw01-A' "
+            "(2.000 s long)") in err
     _replace_line(d / "segments", 2, "sw01-A_000001 sw01-A 0.9 0.5\n")
     err = one_error(run("data", "validate", d))
     assert f"{d}/segments:2: malformed record" in err
