@@ -265,3 +265,19 @@ def test_error_in_a_parallel_job(data, tmp_path):
     err = one_error(run("features", data, tmp_path / "out", "--nj", 2))
     assert f"{data}/wav.scp:6: audio file not found: {path}" in err
     assert not list((tmp_path / "out" / "arks").glob("*")) and not (tmp_path / "out" / ".done").exists()
+
+
+@pytest.mark.parametrize("kind", ["global", "speaker"])
+def test_subset_and_split_of_a_features_dir(data, tmp_path, kind):
+    """Shards of a features dir (per learner) are features dirs giving the same normalised features."""
+    out = tmp_path / "fbank"
+    assert run("features", data, out, "--set", "num_mel_bins=23", "--set", f"cmvn={kind}").exit_code == 0
+    full = FeatureReader(out)
+    assert run("data", "split", out, 2).exit_code == 0
+    assert run("data", "subset", out, tmp_path / "sub", "--last", 2).exit_code == 0
+    parts = [FeatureReader(out / "split2" / "1"), FeatureReader(out / "split2" / "2"),
+             FeatureReader(tmp_path / "sub")]
+    assert sorted(parts[0].keys() + parts[1].keys()) == full.keys() and parts[2].keys() == full.keys()[-2:]
+    for part in parts:
+        for utt in part.keys():
+            np.testing.assert_array_equal(part.load(utt), full.load(utt))
