@@ -12,7 +12,7 @@ def data() -> None:
     """Validate, fix, subset or split a Kaldi data dir (files sorted with LC_ALL=C)."""
 
 
-@data.command()
+@data.command(short_help="Check a data dir (validate_data_dir.sh).")
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.option("--no-audio", is_flag=True, help="Skip checking that audio files exist and segments fit them.")
 def validate(data_dir: Path, no_audio: bool) -> None:
@@ -23,7 +23,7 @@ def validate(data_dir: Path, no_audio: bool) -> None:
                f"{len(d.wav_scp)} recordings)")
 
 
-@data.command()
+@data.command(short_help="Repair a data dir in place (fix_data_dir.sh).")
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.option("--no-audio", is_flag=True, help="Do not drop recordings whose audio file is missing.")
 def fix(data_dir: Path, no_audio: bool) -> None:
@@ -34,7 +34,7 @@ def fix(data_dir: Path, no_audio: bool) -> None:
                f"report in {report.report_path}")
 
 
-@data.command()
+@data.command(short_help="Write a subset (subset_data_dir.sh).")
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--utt-list", type=click.Path(path_type=Path), help="Keep the utterances listed in this file.")
@@ -49,7 +49,7 @@ def subset(data_dir: Path, out_dir: Path, utt_list, spk_list, first, last) -> No
     click.echo(f"{out_dir}: {len(d.utt2spk)} utterances")
 
 
-@data.command()
+@data.command(short_help="Split by speaker (split_data.sh).")
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.argument("num_splits", type=int)
 def split(data_dir: Path, num_splits: int) -> None:
