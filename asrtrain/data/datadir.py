@@ -30,6 +30,9 @@ UTT_FILES = ("utt2spk", "text", "segments", "feats.scp", "utt2num_frames")
 REC_FILES = ("wav.scp", "reco2file_and_channel")
 SPK_FILES = ("spk2utt", "cmvn.scp")
 ALL_FILES = UTT_FILES + REC_FILES + SPK_FILES
+#: Other per-utterance/speaker/recording tables (utt2dur, spk2gender, reco2dur, ...) are carried along,
+#: filtered by their key kind, by fix, subset and split.
+EXTRA_KINDS = (("utt2", "utt"), ("spk2", "spk"), ("reco2", "rec"))
 #: Files describing a features dir, copied as they are by subset and split.
 DESCRIPTIVE_FILES = ("features.yaml", "feat_dim", "cmvn_global.ark")
 FIX = "asrtrain data fix DIR"
@@ -60,6 +63,7 @@ class DataDir:
     feats_scp: Optional[Dict[str, str]] = None
     utt2num_frames: Optional[Dict[str, int]] = None
     cmvn_scp: Optional[Dict[str, str]] = None
+    extra: Dict[str, Dict[str, str]] = field(default_factory=dict)  # file name -> table
     path: Optional[Path] = None
     lines: Dict[str, Dict[str, int]] = field(default_factory=dict)
 
@@ -100,7 +104,9 @@ class DataDir:
                        text=pick(self.text, keep), segments=pick(self.segments, keep),
                        reco2file_and_channel=pick(self.reco2file_and_channel, recs),
                        feats_scp=pick(self.feats_scp, keep), utt2num_frames=pick(self.utt2num_frames, keep),
-                       cmvn_scp=pick(self.cmvn_scp, spks))
+                       cmvn_scp=pick(self.cmvn_scp, spks),
+                       extra={n: pick(t, {"utt": keep, "spk": spks, "rec": recs}[_extra_kind(n)])
+                              for n, t in self.extra.items()})
 
 
 @dataclass(frozen=True)
@@ -204,7 +210,29 @@ def _datadir(path: Path, tables: Dict[str, dict], lines) -> DataDir:
                    text=tables.get("text"), segments=tables.get("segments"),
                    reco2file_and_channel=tables.get("reco2file_and_channel"),
                    feats_scp=tables.get("feats.scp"), utt2num_frames=tables.get("utt2num_frames"),
-                   cmvn_scp=tables.get("cmvn.scp"), path=path, lines=lines)
+                   cmvn_scp=tables.get("cmvn.scp"), extra=_read_extra(path), path=path, lines=lines)
+
+
+def _extra_kind(name: str) -> Optional[str]:
+    if name in ALL_FILES:
+        return None
+    return next((kind for prefix, kind in EXTRA_KINDS if name.startswith(prefix)), None)
+
+
+def _read_extra(path: Path) -> Dict[str, Dict[str, str]]:
+    out = {}
+    for f in sorted(path.iterdir()):
+        if f.is_file() and _extra_kind(f.name):
+            try:
+                rows = read_table_lines(f)
+            except AsrError as err:
+                log.warning("%s (left out)", err.render())
+                continue
+            table: Dict[str, str] = {}
+            for _, key, rest in rows:
+                table.setdefault(key, rest)
+            out[f.name] = table
+    return out
 
 
 def read_datadir(path: PathLike, validate: bool = True, audio: bool = False) -> DataDir:
@@ -232,6 +260,7 @@ def write_datadir(data: DataDir, path: PathLike) -> None:
                 "utt2num_frames": data.utt2num_frames, "cmvn.scp": data.cmvn_scp,
                 "reco2file_and_channel": None if data.reco2file_and_channel is None else
                 {r: " ".join(fc) for r, fc in data.reco2file_and_channel.items()}}
+    optional.update(data.extra)
     for name, table in optional.items():
         if table is not None:
             write_table(path / name, {k: str(v) for k, v in table.items()})
@@ -420,7 +449,7 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
     duplicates = [p for p in problems if p.message.startswith("duplicate id")]
     backup = path / ".backup"
     backup.mkdir(exist_ok=True)
-    for name in ALL_FILES:
+    for name in ALL_FILES + tuple(data.extra):
         if (path / name).exists():
             shutil.copy2(path / name, backup / name)
     write_datadir(fixed, path)

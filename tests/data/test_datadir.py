@@ -219,3 +219,18 @@ def test_write_read_roundtrip(tmp_path):
     assert (tmp_path / "d" / "segments").read_text() == "a r 0.0 1.25\nb r 1.25 -1.0\n"
     back = read_datadir(tmp_path / "d")
     assert back.segments == d.segments and back.text == d.text and back.channel("r") == "A"
+
+
+def test_extra_tables_follow_subset_and_fix(data, tmp_path):
+    """utt2dur, spk2gender and the like are filtered with the rest, never left inconsistent."""
+    utts = read_datadir(data).utts
+    (data / "utt2dur").write_text("".join(f"{u} 1.5\n" for u in utts))
+    (data / "spk2gender").write_text("spk0 f\nspk1 m\nspk2 f\n")
+    (tmp_path / "spks").write_text("spk1\n")
+    assert run("data", "subset", data, tmp_path / "sub", "--spk-list", tmp_path / "spks").exit_code == 0
+    assert (tmp_path / "sub" / "spk2gender").read_text() == "spk1 m\n"
+    assert (tmp_path / "sub" / "utt2dur").read_text() == "".join(
+        f"{u} 1.5\n" for u in utts if u.startswith("spk1-"))
+    _replace_line(data / "text", 1, f"{utts[0]}\n")
+    assert run("data", "fix", data).exit_code == 0
+    assert utts[0] not in (data / "utt2dur").read_text()
