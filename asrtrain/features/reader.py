@@ -1,37 +1,134 @@
-"""TEMPORARY minimal reader (replaced by the features branch)."""
+"""Read a features dir (the output of ``asrtrain features``) with CMVN applied as its config says.
+
+Training and decoding use :class:`FeatureReader`; it reads the config the features were made with
+(``features.yaml``), so the CMVN kind and ``norm_vars`` can never disagree with the stats on disk.
+"""
+
+from __future__ import annotations
+
+import os
 from pathlib import Path
+from typing import Dict, List, Optional, Tuple, Union
+
 import numpy as np
-import yaml
-import kaldiio
-from asrtrain.config import FeatureConfig, section_from_dict
+
+from asrtrain.config import FeatureConfig, load_section
+from asrtrain.data.table import read_table
+from asrtrain.errors import AsrError
+from asrtrain.features import cmvn
+
+PathLike = Union[str, Path]
 
 
 class FeatureReader:
-    def __init__(self, feat_dir):
-        self.dir = Path(feat_dir)
-        self.scp = kaldiio.load_scp(str(self.dir / "feats.scp"))
-        self.config = section_from_dict(FeatureConfig, yaml.safe_load((self.dir / "features.yaml").read_text()))
-        self._n = {}
-        p = self.dir / "utt2num_frames"
-        if p.is_file():
-            for line in p.read_text().split("\n"):
-                if line.strip():
-                    u, n = line.split()
-                    self._n[u] = int(n)
-        st = kaldiio.load_mat(str(self.dir / "cmvn_global.ark"))
-        cnt = st[0, -1]
-        self.mean = (st[0, :-1] / cnt).astype(np.float32)
-        self.std = np.sqrt(np.maximum(st[1, :-1] / cnt - self.mean ** 2, 1e-10)).astype(np.float32)
+    """Lazy access to ``feats.scp`` of a features dir.
 
-    def keys(self):
-        return list(self.scp.keys())
+    Construction reads only the small text tables (feats.scp, utt2num_frames, utt2spk, features.yaml),
+    so it is cheap for 100k utterances; matrices are read on :meth:`load`. Picklable, and safe in
+    DataLoader workers: the cached ark file handles are dropped on pickling and after a fork.
 
-    def num_frames(self, utt):
-        return self._n[utt] if utt in self._n else self.scp[utt].shape[0]
+    Attributes:
+        dim: feature dimension D.
+        config: the FeatureConfig the features were computed with.
+    """
 
-    @property
-    def dim(self):
-        return self.scp[next(iter(self.scp.keys()))].shape[1]
+    def __init__(self, feat_dir: PathLike):
+        self.feat_dir = Path(feat_dir)
+        for name in ("feats.scp", "features.yaml"):
+            if not (self.feat_dir / name).exists():
+                raise AsrError(f"not a features dir: {name} is missing", self.feat_dir / name,
+                               fix="run asrtrain features DATA_DIR OUT_DIR and use OUT_DIR")
+        self.config: FeatureConfig = load_section(FeatureConfig, self.feat_dir / "features.yaml")
+        self._scp: Dict[str, str] = read_table(self.feat_dir / "feats.scp")
+        frames_path = self.feat_dir / "utt2num_frames"
+        self._frames: Optional[Dict[str, int]] = (
+            {k: int(v) for k, v in read_table(frames_path).items()} if frames_path.exists() else None)
+        dim_path = self.feat_dir / "feat_dim"
+        self.dim = int(dim_path.read_text().split()[0]) if dim_path.exists() else None
+        self._utt2spk: Dict[str, str] = {}
+        self._spk_scp: Dict[str, str] = {}
+        self._global: Optional[Tuple[np.ndarray, np.ndarray]] = None
+        if self.config.cmvn == "global":
+            self._global = cmvn.transform(cmvn.read_stats(str(self._need("cmvn_global.ark"))),
+                                          self.config.cmvn_norm_vars)
+        elif self.config.cmvn == "speaker":
+            self._utt2spk = read_table(self._need("utt2spk"))
+            self._spk_scp = read_table(self._need("cmvn.scp"))
+        self._transforms: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
+        self._fds: Dict = {}
+        self._pid = os.getpid()
+        if self.dim is None and self._scp:
+            self.dim = self.load_raw(next(iter(self._scp))).shape[1]
 
-    def load(self, utt):
-        return ((self.scp[utt] - self.mean) / self.std).astype(np.float32)
+    def _need(self, name: str) -> Path:
+        path = self.feat_dir / name
+        if not path.exists():
+            raise AsrError(f"features.yaml says cmvn: {self.config.cmvn} but {name} is missing", path,
+                           fix="recompute the features with asrtrain features")
+        return path
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_fds"] = {}  # open files do not travel between processes
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._pid = os.getpid()
+
+    def __len__(self) -> int:
+        return len(self._scp)
+
+    def __contains__(self, utt: str) -> bool:
+        return utt in self._scp
+
+    def keys(self) -> List[str]:
+        """Utterance ids in sorted (feats.scp) order."""
+        return list(self._scp)
+
+    def num_frames(self, utt: str) -> int:
+        if self._frames is not None:
+            return self._frames[utt]
+        return self.load_raw(utt).shape[0]
+
+    def load_raw(self, utt: str) -> np.ndarray:
+        """Features as stored, float32 [T, D], without CMVN."""
+        import kaldiio
+        if os.getpid() != self._pid:  # forked DataLoader worker: handles shared with the parent would race
+            self._fds, self._pid = {}, os.getpid()
+        try:
+            spec = self._scp[utt]
+        except KeyError:
+            raise AsrError(f"utterance '{utt}' is not in feats.scp", self.feat_dir / "feats.scp") from None
+        try:
+            mat = kaldiio.load_mat(spec, fd_dict=self._fds)
+        except (OSError, ValueError) as err:
+            raise AsrError(f"cannot read features of '{utt}' from {spec}: {err}", self.feat_dir / "feats.scp",
+                           fix="recompute the features with asrtrain features") from None
+        return np.asarray(mat, dtype=np.float32)
+
+    def _transform(self, utt: str) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        if self._global is not None or self.config.cmvn == "none":
+            return self._global
+        spk = self._utt2spk.get(utt)
+        if spk is None or spk not in self._spk_scp:
+            raise AsrError(f"no speaker CMVN stats for utterance '{utt}' (speaker {spk!r})",
+                           self.feat_dir / "cmvn.scp", fix="recompute the features with asrtrain features")
+        if spk not in self._transforms:
+            self._transforms[spk] = cmvn.transform(cmvn.read_stats(self._spk_scp[spk]),
+                                                   self.config.cmvn_norm_vars)
+        return self._transforms[spk]
+
+    def load(self, utt: str) -> np.ndarray:
+        """Features with CMVN applied per the config: float32 [T, D]."""
+        feats = self.load_raw(utt)
+        tr = self._transform(utt)
+        if tr is None:
+            return feats
+        scale, offset = tr
+        return (feats * scale.astype(np.float32) + offset.astype(np.float32)).astype(np.float32, copy=False)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            fd.close()
+        self._fds = {}

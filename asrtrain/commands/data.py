@@ -1,0 +1,59 @@
+"""``asrtrain data validate|fix|subset|split``: Kaldi's validate/fix/subset/split data-dir tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def data() -> None:
+    """Validate, fix, subset or split a Kaldi data dir (files sorted with LC_ALL=C)."""
+
+
+@data.command(short_help="Check a data dir (validate_data_dir.sh).")
+@click.argument("data_dir", type=click.Path(path_type=Path))
+@click.option("--no-audio", is_flag=True, help="Skip checking that audio files exist and segments fit them.")
+def validate(data_dir: Path, no_audio: bool) -> None:
+    """Check DATA_DIR as validate_data_dir.sh does; exit 1 with the first problem (others are logged)."""
+    from asrtrain.data.datadir import validate as run
+    d = run(data_dir, audio=not no_audio)
+    click.echo(f"{data_dir}: OK ({len(d.utt2spk)} utterances, {len(d.spk2utt)} speakers, "
+               f"{len(d.wav_scp)} recordings)")
+
+
+@data.command(short_help="Repair a data dir in place (fix_data_dir.sh).")
+@click.argument("data_dir", type=click.Path(path_type=Path))
+@click.option("--no-audio", is_flag=True, help="Do not drop recordings whose audio file is missing.")
+def fix(data_dir: Path, no_audio: bool) -> None:
+    """Repair DATA_DIR in place as fix_data_dir.sh does (originals kept in DATA_DIR/.backup)."""
+    from asrtrain.data.datadir import fix as run
+    report = run(data_dir, audio=not no_audio)
+    click.echo(f"{data_dir}: {report.utts_in} utterances in, {report.utts_out} out; "
+               f"report in {report.report_path}")
+
+
+@data.command(short_help="Write a subset (subset_data_dir.sh).")
+@click.argument("data_dir", type=click.Path(path_type=Path))
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.option("--utt-list", type=click.Path(path_type=Path), help="Keep the utterances listed in this file.")
+@click.option("--spk-list", type=click.Path(path_type=Path),
+              help="Keep all utterances of the listed speakers.")
+@click.option("--first", type=int, help="Keep the first N utterances (sorted order).")
+@click.option("--last", type=int, help="Keep the last N utterances (sorted order).")
+def subset(data_dir: Path, out_dir: Path, utt_list, spk_list, first, last) -> None:
+    """Write a subset of DATA_DIR to OUT_DIR (subset_data_dir.sh); give exactly one selector."""
+    from asrtrain.data.datadir import subset as run
+    d = run(data_dir, out_dir, utt_list=utt_list, first=first, last=last, spk_list=spk_list)
+    click.echo(f"{out_dir}: {len(d.utt2spk)} utterances")
+
+
+@data.command(short_help="Split by speaker (split_data.sh).")
+@click.argument("data_dir", type=click.Path(path_type=Path))
+@click.argument("num_splits", type=int)
+def split(data_dir: Path, num_splits: int) -> None:
+    """Split DATA_DIR by speaker into DATA_DIR/splitN/1..N (split_data.sh)."""
+    from asrtrain.data.datadir import split as run
+    outs = run(data_dir, num_splits)
+    click.echo(f"{data_dir}: split into {len(outs)} parts under {outs[0].parent}")

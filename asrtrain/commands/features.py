@@ -1,0 +1,34 @@
+"""``asrtrain features DATA_DIR OUT_DIR``: Kaldi fbank features, ark/scp, CMVN stats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Tuple
+
+import click
+
+
+@click.command()
+@click.argument("data_dir", type=click.Path(path_type=Path))
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.option("--nj", type=int, default=1, show_default=True,
+              help="Parallel jobs (processes, one thread each).")
+@click.option("--conf", type=click.Path(path_type=Path), default=None,
+              help="YAML file of feature options (FeatureConfig keys, Kaldi names, e.g. num_mel_bins: 80).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override one feature option, e.g. --set sample_rate=8000 (repeatable).")
+@click.option("--skip-bad", is_flag=True,
+              help="Drop bad utterances and list them in OUT_DIR/bad_utts.txt instead of stopping.")
+def features(data_dir: Path, out_dir: Path, nj: int, conf: Optional[Path], overrides: Tuple[str, ...],
+             skip_bad: bool) -> None:
+    """Compute fbank features of DATA_DIR into OUT_DIR (a complete data dir with feats.scp and CMVN)."""
+    from asrtrain.config import FeatureConfig, load_section
+    from asrtrain.errors import AsrError
+    from asrtrain.features.archive import compute_features
+    if nj < 1:
+        raise AsrError(f"--nj must be >= 1, got {nj}")
+    cfg = load_section(FeatureConfig, conf, overrides)
+    s = compute_features(data_dir, out_dir, cfg, nj=nj, skip_bad=skip_bad)
+    state = ("already complete" if s.skipped
+             else f"{s.audio_seconds:.1f} s of audio, {s.x_realtime:.0f}x real time")
+    click.echo(f"{out_dir}: {s.utts_in} utterances in, {s.utts_out} out, {len(s.bad)} bad; {state}")

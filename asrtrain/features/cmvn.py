@@ -1,0 +1,94 @@
+"""CMVN statistics in Kaldi's format, and applying them as Kaldi's ``apply-cmvn`` does.
+
+Stats are a float64 matrix [2, D+1], as ``compute-cmvn-stats`` writes: row 0 holds the per-dimension
+sums and the frame count in column D; row 1 holds the sums of squares (column D is 0).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Dict, Tuple, Union
+
+import numpy as np
+
+from asrtrain.errors import AsrError
+from asrtrain.io import atomic_open
+
+log = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+VAR_FLOOR = 1.0e-20  # Kaldi's floor on the variance in apply-cmvn
+
+
+def accumulate(feats: np.ndarray, stats: np.ndarray = None) -> np.ndarray:
+    """Add features [T, D] to stats [2, D+1] (new stats if None); returns the stats."""
+    feats = np.asarray(feats, dtype=np.float64)
+    dim = feats.shape[1]
+    if stats is None:
+        stats = np.zeros((2, dim + 1), dtype=np.float64)
+    elif stats.shape != (2, dim + 1):
+        raise AsrError(f"CMVN stats of shape {stats.shape} do not fit features of dim {dim}")
+    stats[0, :dim] += feats.sum(axis=0)
+    stats[1, :dim] += np.square(feats).sum(axis=0)
+    stats[0, dim] += feats.shape[0]
+    return stats
+
+
+def transform(stats: np.ndarray, norm_vars: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """Stats [2, D+1] -> (scale [D], offset [D]) with normalised = feats * scale + offset."""
+    stats = np.asarray(stats, dtype=np.float64)
+    dim = stats.shape[1] - 1
+    count = stats[0, dim]
+    if count < 1.0:
+        raise AsrError(f"insufficient CMVN stats: frame count {count}",
+                       fix="recompute features; an empty speaker or set has no statistics")
+    mean = stats[0, :dim] / count
+    if not norm_vars:
+        return np.ones(dim), -mean
+    var = stats[1, :dim] / count - mean * mean
+    if np.any(var < VAR_FLOOR):
+        log.warning("CMVN: flooring %d variances to %g", int(np.sum(var < VAR_FLOOR)), VAR_FLOOR)
+        var = np.maximum(var, VAR_FLOOR)
+    scale = 1.0 / np.sqrt(var)
+    return scale, -mean * scale
+
+
+def apply(feats: np.ndarray, stats: np.ndarray, norm_vars: bool) -> np.ndarray:
+    """Normalise features [T, D] with stats [2, D+1]; returns float32 [T, D]."""
+    scale, offset = transform(stats, norm_vars)
+    return (np.asarray(feats, dtype=np.float64) * scale + offset).astype(np.float32)
+
+
+def write_global(path: PathLike, stats: np.ndarray) -> None:
+    """Write global stats as a bare Kaldi binary matrix, as ``compute-cmvn-stats scp:feats.scp FILE``
+    does; Kaldi reads it with ``apply-cmvn FILE scp:feats.scp ark:-``, kaldiio with ``load_mat``."""
+    from kaldiio.matio import write_array
+    with atomic_open(Path(path), "wb") as fh:
+        write_array(fh, np.asarray(stats, dtype=np.float64))
+
+
+def read_stats(spec: str) -> np.ndarray:
+    """Read stats from a bare matrix file or an ``ark:offset`` scp value -> float64 [2, D+1]."""
+    import kaldiio
+    try:
+        stats = np.asarray(kaldiio.load_mat(str(spec)), dtype=np.float64)
+    except (OSError, ValueError) as err:
+        raise AsrError(f"cannot read CMVN stats from {spec}: {err}", fix="recompute the features") from None
+    if stats.ndim != 2 or stats.shape[0] != 2:
+        raise AsrError(f"{spec} does not hold CMVN stats (shape {stats.shape}, want [2, D+1])")
+    return stats
+
+
+def write_speaker(out_dir: PathLike, stats: Dict[str, np.ndarray]) -> None:
+    """Write per-speaker stats as ``cmvn.ark`` + ``cmvn.scp`` (keys sorted; scp holds absolute paths)."""
+    from kaldiio.matio import write_array
+    out_dir = Path(out_dir).resolve()
+    ark = out_dir / "cmvn.ark"
+    lines = []
+    with atomic_open(ark, "wb") as fh:
+        for spk in sorted(stats):
+            fh.write(f"{spk} ".encode("utf-8"))
+            lines.append(f"{spk} {ark}:{fh.tell()}\n")
+            write_array(fh, np.asarray(stats[spk], dtype=np.float64))
+    with atomic_open(out_dir / "cmvn.scp") as fh:
+        fh.writelines(lines)
