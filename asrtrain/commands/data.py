@@ -17,7 +17,7 @@ def data() -> None:
 @click.option("--no-audio", is_flag=True, help="Skip checking that audio files exist and segments fit them.")
 def validate(data_dir: Path, no_audio: bool) -> None:
     """Check DATA_DIR as validate_data_dir.sh does; exit 1 with the first problem (others are logged)."""
-    from asrtrain.data.datadir import validate as run
+    from asrtrain.data.validate import validate as run
     d = run(data_dir, audio=not no_audio)
     click.echo(f"{data_dir}: OK ({len(d.utt2spk)} utterances, {len(d.spk2utt)} speakers, "
                f"{len(d.wav_scp)} recordings)")
@@ -28,7 +28,7 @@ def validate(data_dir: Path, no_audio: bool) -> None:
 @click.option("--no-audio", is_flag=True, help="Do not drop recordings whose audio file is missing.")
 def fix(data_dir: Path, no_audio: bool) -> None:
     """Repair DATA_DIR in place as fix_data_dir.sh does (originals kept in DATA_DIR/.backup)."""
-    from asrtrain.data.datadir import fix as run
+    from asrtrain.data.validate import fix as run
     report = run(data_dir, audio=not no_audio)
     click.echo(f"{data_dir}: {report.utts_in} utterances in, {report.utts_out} out; "
                f"report in {report.report_path}")

@@ -1,4 +1,5 @@
-"""Kaldi data dirs: read, write, validate (validate_data_dir.sh), fix (fix_data_dir.sh), subset, split.
+"""Kaldi data dirs: read, write, subset (subset_data_dir.sh), split (split_data.sh).
+Validation and fixing (validate_data_dir.sh, fix_data_dir.sh) live in :mod:`asrtrain.data.validate`.
 
 A data dir holds ``wav.scp``, ``utt2spk``, ``spk2utt`` and usually ``text``; optionally ``segments``,
 ``reco2file_and_channel``, ``feats.scp``, ``utt2num_frames`` and ``cmvn.scp``. Every file is sorted as
@@ -12,16 +13,13 @@ as an :class:`AsrError`. Later stages (features) drop the utterance-level ones u
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from asrtrain.data.audio import MAX_OVERSHOOT_S, audio_duration, is_pipe
 from asrtrain.data.table import read_table_lines, spk2utt_from_utt2spk, write_table
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -241,6 +239,7 @@ def read_datadir(path: PathLike, validate: bool = True, audio: bool = False) -> 
     if not path.is_dir():
         raise AsrError("data dir not found", path, fix="check the path")
     if validate:
+        from asrtrain.data.validate import _first_error, find_problems
         problems = find_problems(path, audio=audio)
         if problems:
             raise _first_error(problems)
@@ -266,200 +265,6 @@ def write_datadir(data: DataDir, path: PathLike) -> None:
             write_table(path / name, {k: str(v) for k, v in table.items()})
         elif (path / name).exists():
             (path / name).unlink()  # a stale file from an earlier write would contradict the rest
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Validation
-
-def find_problems(path: PathLike, audio: bool = True) -> List[Problem]:
-    """Everything validate_data_dir.sh checks, as a list of problems (empty = valid).
-
-    With ``audio``, plain audio files must exist and segments must end within the recording
-    (durations from soundfile headers; pipes are not run).
-    """
-    path = Path(path)
-    tables, lines, problems = _load(path)
-    for required in ("utt2spk", "spk2utt"):
-        if required not in tables and not any(p.path == str(path / required) for p in problems):
-            problems.append(Problem(str(path / required), None, f"missing {required}",
-                                    "asrtrain data fix DIR regenerates spk2utt from utt2spk"
-                                    if required == "spk2utt" else "write utt2spk (<utt-id> <spk-id>)"))
-    if "wav.scp" not in tables and "feats.scp" not in tables:
-        problems.append(Problem(str(path / "wav.scp"), None, "missing wav.scp (and no feats.scp)",
-                                "write wav.scp (<rec-id> <audio file or command |>)"))
-    utt2spk = tables.get("utt2spk", {})
-    if "utt2spk" in tables and not utt2spk:
-        problems.append(Problem(str(path / "utt2spk"), None, "no utterances (utt2spk is empty)",
-                                "prepare the data dir again"))
-    if "spk2utt" in tables and "utt2spk" in tables:
-        want = spk2utt_from_utt2spk(utt2spk)
-        got = {s: " ".join(v.split()) for s, v in tables["spk2utt"].items()}
-        for spk in sorted(set(want) | set(got)):
-            if want.get(spk) != got.get(spk):
-                line = lines["spk2utt"].get(spk)
-                problems.append(Problem(str(path / "spk2utt"), line,
-                                        f"spk2utt and utt2spk disagree about speaker '{spk}'",
-                                        f"{FIX} regenerates spk2utt from utt2spk"))
-                break
-    problems += _cross_check(path, tables, lines)
-    if audio and "wav.scp" in tables:
-        problems += _audio_problems(path, tables, lines)
-    return problems
-
-
-def _cross_check(path: Path, tables: Dict[str, dict], lines) -> List[Problem]:
-    """Ids missing between files, reported once per id at its first file and line."""
-    problems: List[Problem] = []
-    need = [n for n in ("text", "utt2spk", "segments", "feats.scp", "utt2num_frames") if n in tables]
-    segments = tables.get("segments")
-    wav = tables.get("wav.scp")
-    if segments is None and wav is not None and "feats.scp" not in tables:
-        need.append("wav.scp")  # without segments, utterance ids are recording ids
-    ids = sorted(set().union(*(tables[n].keys() for n in need))) if need else []
-    for utt in ids:
-        missing = [n for n in need if utt not in tables[n]]
-        if missing:
-            home = next(n for n in need if utt in tables[n])
-            problems.append(Problem(str(path / home), lines[home].get(utt),
-                                    f"utterance '{utt}' is in {home} but not in {' or '.join(missing)}",
-                                    f"add it to {missing[0]}, or {FIX} drops it", (utt,)))
-    if segments is not None and wav is not None:
-        for utt, seg in segments.items():
-            if seg.rec not in wav:
-                problems.append(Problem(str(path / "segments"), lines["segments"].get(utt),
-                                        f"recording '{seg.rec}' of utterance '{utt}' is not in wav.scp",
-                                        f"add it to wav.scp, or {FIX} drops the segment", (utt,)))
-    r2fc = tables.get("reco2file_and_channel")
-    if r2fc is not None and wav is not None:
-        for rec in wav:
-            if rec not in r2fc:
-                problems.append(Problem(str(path / "wav.scp"), lines["wav.scp"].get(rec),
-                                        f"recording '{rec}' is not in reco2file_and_channel",
-                                        f"add it there, or {FIX} drops it", _utts_of(rec, tables)))
-    return problems
-
-
-def _utts_of(rec: str, tables: Dict[str, dict]) -> Tuple[str, ...]:
-    segments = tables.get("segments")
-    if segments is None:
-        return (rec,)
-    return tuple(u for u, s in segments.items() if s.rec == rec)
-
-
-def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]:
-    problems: List[Problem] = []
-    segments = tables.get("segments") or {}
-    by_rec: Dict[str, List[str]] = {}
-    for utt, seg in segments.items():
-        by_rec.setdefault(seg.rec, []).append(utt)
-    for rec, spec in tables["wav.scp"].items():
-        if is_pipe(spec):
-            continue
-        wline = lines["wav.scp"].get(rec)
-        if not os.path.isfile(spec.strip()):
-            problems.append(Problem(str(path / "wav.scp"), wline, f"audio file not found: {spec.strip()}",
-                                    f"correct the path, or {FIX} drops the recording",
-                                    _utts_of(rec, tables)))
-            continue
-        duration = audio_duration(spec) if rec in by_rec else None
-        for utt in by_rec.get(rec, []) if duration is not None else []:
-            seg = segments[utt]
-            if seg.start >= duration or seg.end > duration + MAX_OVERSHOOT_S:
-                problems.append(Problem(str(path / "segments"), lines["segments"].get(utt),
-                                        f"segment {seg.start!r}-{seg.end!r} s of '{utt}' is outside "
-                                        f"recording "
-                                        f"'{rec}' ({duration:.3f} s long)",
-                                        f"correct the times, or {FIX} drops it", (utt,)))
-    return problems
-
-
-def _first_error(problems: Sequence[Problem]) -> AsrError:
-    for p in problems[1:]:
-        log.warning("%s", p)
-    err = problems[0].error()
-    if len(problems) > 1:
-        err = AsrError(f"{err.message} (and {len(problems) - 1} more problems, logged above)",
-                       err.path, err.line, err.fix)
-    return err
-
-
-def validate(path: PathLike, audio: bool = True) -> DataDir:
-    """Check a data dir as validate_data_dir.sh does; raise AsrError on the first problem.
-
-    Returns the DataDir. Every further problem is logged as a warning first.
-    """
-    path = Path(path)
-    if not path.is_dir():
-        raise AsrError("data dir not found", path, fix="check the path")
-    problems = find_problems(path, audio=audio)
-    if problems:
-        raise _first_error(problems)
-    data = read_datadir(path, validate=False)
-    log.info("%s: valid data dir, %d utterances, %d speakers, %d recordings", path, len(data.utt2spk),
-             len(data.spk2utt), len(data.wav_scp))
-    return data
-
-
-# ---------------------------------------------------------------------------------------------------------
-# fix, subset, split
-
-@dataclass
-class FixReport:
-    utts_in: int
-    utts_out: int
-    dropped: List[Tuple[str, str]]  # (id, reason)
-    report_path: Optional[Path] = None
-
-
-def fix(path: PathLike, audio: bool = True) -> FixReport:
-    """Repair a data dir as fix_data_dir.sh does, in place.
-
-    Sorts every file, keeps the first of duplicate ids, drops utterances that are not in every file (or
-    have an empty transcript, a malformed record, a missing audio file or a segment outside the
-    recording), keeps only recordings and speakers still used, and regenerates spk2utt. The original
-    files go to ``DIR/.backup/``; ``DIR/fix_report.txt`` lists every dropped id and why.
-    Non-UTF-8 files cannot be repaired here and raise AsrError.
-    """
-    path = Path(path)
-    if not path.is_dir():
-        raise AsrError("data dir not found", path, fix="check the path")
-    problems = find_problems(path, audio=audio)
-    for p in problems:
-        if "UTF-8" in p.message:
-            raise p.error()
-    tables, lines, _ = _load(path)
-    if "utt2spk" not in tables:
-        raise AsrError("missing utt2spk: nothing to fix from", path / "utt2spk",
-                       fix="write utt2spk (<utt-id> <spk-id>)")
-    data = _datadir(path, tables, lines)
-    all_utts = set().union(*(tables[n].keys() for n in UTT_FILES if n in tables),
-                           *(p.utts for p in problems))
-    bad: Dict[str, str] = {}
-    for p in problems:
-        for utt in p.utts:
-            bad.setdefault(utt, f"{Path(p.path).name}:{p.line}: {p.message}")
-    keep = [u for u in sorted(data.utt2spk) if u not in bad]
-    for utt in sorted(all_utts - set(data.utt2spk)):
-        bad.setdefault(utt, "not in utt2spk")
-    dropped = [(u, bad[u]) for u in sorted(bad)]
-    fixed = data.subset(keep)
-    if data.segments is not None:  # without segments a recording is its utterance, already listed
-        dropped += [(r, "wav.scp: recording has no utterances left")
-                    for r in sorted(set(data.wav_scp) - set(fixed.wav_scp))]
-    duplicates = [p for p in problems if p.message.startswith("duplicate id")]
-    backup = path / ".backup"
-    backup.mkdir(exist_ok=True)
-    for name in ALL_FILES + tuple(data.extra):
-        if (path / name).exists():
-            shutil.copy2(path / name, backup / name)
-    write_datadir(fixed, path)
-    report = path / "fix_report.txt"
-    atomic_write_text(report, "".join(f"{u} {why}\n" for u, why in dropped)
-                      + "".join(f"{p.path}:{p.line} {p.message}\n" for p in duplicates))
-    n_in = len(all_utts)
-    log.info("fix %s: %d utterances in, %d out (%d dropped, %d duplicate lines removed; see %s)",
-             path, n_in, len(keep), n_in - len(keep), len(duplicates), report)
-    return FixReport(n_in, len(keep), dropped, report)
 
 
 def _read_id_list(path: PathLike) -> List[str]:

@@ -35,6 +35,7 @@ import yaml
 
 from asrtrain.config import FeatureConfig, section_from_dict, to_dict
 from asrtrain.data import datadir as dd
+from asrtrain.data.validate import find_problems
 from asrtrain.data.table import read_table
 from asrtrain.data.audio import Where, read_recording, resample_to, segment_bounds
 from asrtrain.errors import AsrError
@@ -228,7 +229,7 @@ def _fingerprint(data_dir: Path, conf: FeatureConfig, skip_bad: bool) -> str:
 
 def _select(data_dir: Path, skip_bad: bool) -> Tuple[dd.DataDir, Dict[str, str]]:
     """Validate the input; returns the data dir and (with skip_bad) the utterances it already rules out."""
-    problems = dd.find_problems(data_dir, audio=False)
+    problems = find_problems(data_dir, audio=False)
     bad: Dict[str, str] = {}
     for p in problems:
         if not p.utts or not skip_bad:

@@ -7,7 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from asrtrain.data.datadir import (DataDir, Segment, find_problems, read_datadir, split_speakers,
+from asrtrain.data.validate import find_problems
+from asrtrain.data.datadir import (DataDir, Segment, read_datadir, split_speakers,
                                    write_datadir)
 from sphere_fixture import make_data_dir, tone, write_sphere
 
