@@ -21,6 +21,9 @@ from __future__ import annotations
 import _ctypes
 import ctypes
 import ctypes.util
+import shutil
+import tempfile
+import weakref
 from pathlib import Path
 from typing import List, Optional, Set
 
@@ -93,9 +96,13 @@ class Espeak:
     libespeak-ng keeps static state that survives ``espeak_Initialize`` (the pitch-flutter index,
     the gain control, the glottal cycle counter), so the same call twice gives different samples.
     :meth:`speak` therefore unloads the library (``dlclose``) and loads it again before each
-    utterance, which costs about 10 ms, and reseeds espeak's random generator and libc ``rand``.
+    utterance, which costs about 5 ms, and reseeds espeak's random generator and libc ``rand``.
     An utterance is then a pure function of its text, voice, prosody and seed; :meth:`check_fresh`
     proves it at start-up.
+
+    The engine loads a private copy of the library (in a temp dir removed with the object): the
+    dynamic loader shares one instance per file, so another user of the same ``.so`` in this
+    process (a second Espeak, phonemizer...) would otherwise keep the statics alive.
 
     Args:
         library: path of libespeak-ng.so; default: the espeakng-loader wheel's.
@@ -112,6 +119,14 @@ class Espeak:
         # Keep a reference: ctypes frees the trampoline if the Python object dies.
         self._callback = _CALLBACK(self._on_samples)
         self._lib = None
+        self._tmp = tempfile.mkdtemp(prefix="asrtrain-espeak-")
+        weakref.finalize(self, shutil.rmtree, self._tmp, True)
+        self._private = Path(self._tmp) / self.library.name
+        try:
+            shutil.copyfile(self.library, self._private)
+        except OSError as err:
+            raise AsrError(f"cannot copy libespeak-ng: {err}", self.library,
+                           fix="check that the file is readable and TMPDIR is writable") from None
         self.voice: Optional[str] = None
         self.sample_rate = 0
         self.languages = {n.lower() for n in list_languages(self.data)}
@@ -125,7 +140,7 @@ class Espeak:
             self._lib = None
             _ctypes.dlclose(handle)  # refcount 0: the next dlopen maps fresh statics
         try:
-            lib = ctypes.CDLL(str(self.library))
+            lib = ctypes.CDLL(str(self._private))
         except OSError as err:
             raise AsrError(f"cannot load libespeak-ng: {err}", self.library,
                            fix="reinstall espeakng-loader") from None
@@ -213,7 +228,7 @@ class Espeak:
         if not np.array_equal(first, second):
             raise AsrError("libespeak-ng did not reset on reload, so synthesis would not be "
                            "deterministic", self.library,
-                           fix="make sure nothing else in this process has libespeak-ng loaded")
+                           fix="report this: the private copy of the library was not unloaded")
 
     def phonemes(self, text: str) -> str:
         """espeak's phoneme mnemonics for ``text`` with the current voice (used to find homophones)."""
