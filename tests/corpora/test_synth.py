@@ -210,6 +210,16 @@ def test_rerun_is_a_no_op_and_new_parameters_regenerate(corpus, tmp_path):
     assert len(list((out / "wav" / "test").rglob("*.wav"))) == 3  # no stale files left
 
 
+def test_an_interrupted_run_is_redone_from_scratch(tmp_path):
+    out = tmp_path / "data"
+    (out / "wav" / "train" / "stale").mkdir(parents=True)
+    (out / "wav" / "train" / "stale" / "old.wav").write_bytes(b"partial")
+    (out / ".inprogress").write_text("{}")
+    summary = prepare_synth(out, nj=1, hours=0.002, dev_utts=1, test_utts=1)
+    assert not (out / "wav" / "train" / "stale").exists() and not (out / ".inprogress").exists()
+    assert summary["splits"]["test"]["utterances"] == 1
+
+
 def test_refuses_a_directory_it_did_not_write(tmp_path):
     (tmp_path / "train").mkdir()
     with pytest.raises(AsrError, match="not written by asrtrain prepare synth"):

@@ -278,7 +278,8 @@ class _LogProgress:
     def update(self, k: int) -> None:
         self.n += k
         if self.n / self.total >= self.next:
-            log.info("synthesised %d of about %d utterances", self.n, self.total)
+            log.info("synthesised %d utterances (%d%% of the estimate)", self.n,
+                     min(100, round(100 * self.n / self.total)))
             self.next += 0.1
 
     def close(self) -> None:
