@@ -16,7 +16,7 @@ from asrtrain.cli import cli
 from asrtrain.corpora.synth import grammar
 from asrtrain.corpora.synth.espeak import Espeak, check_voice, loader_paths
 from asrtrain.corpora.synth.prepare import (ACCENTS, TEST_VARIANTS, TRAIN_VARIANTS, check_voices,
-                                            plan_speakers, prepare_synth)
+                                            plan_speakers, plan_utterance, prepare_synth)
 from asrtrain.data.table import read_table, read_table_lines
 from asrtrain.errors import AsrError
 
@@ -73,6 +73,18 @@ def test_sentences_stay_in_vocabulary_cover_it_and_repeat_from_a_seed():
     a = [grammar.sentence(np.random.default_rng(7)) for _ in range(3)]
     assert a[0] == a[1] == a[2]
     assert grammar.spoken_form(["what", "is", "it"]) == "what is it?"
+
+
+def test_a_demo_sized_train_plan_covers_the_vocabulary_without_test_sentences(tmp_path):
+    # Test and dev sentences are excluded from train; templates with few distinct sentences would
+    # lose words to that. 1800 utterances is about 1.5 hours.
+    spk = plan_speakers(1)
+    test = [plan_utterance(1, "test", i, spk["test"], set(), tmp_path) for i in range(400)]
+    held_out = {u.text for u in test}
+    train = [plan_utterance(1, "train", i, spk["train"], held_out, tmp_path) for i in range(1800)]
+    counts = collections.Counter(w for u in train for w in u.text.split())
+    assert {w for w in grammar.vocabulary() if counts[w] < 3} == set()
+    assert not held_out & {u.text for u in train}
 
 
 def test_spell_numbers():

@@ -117,6 +117,11 @@ def when(rng: np.random.Generator) -> List[str]:
     return ["this", pick(rng, PARTS_OF_DAY + ["weekend"])]
 
 
+def _maybe_when(rng: np.random.Generator) -> List[str]:
+    """A day reference half of the time: multiplies the number of distinct sentences."""
+    return when(rng) if rng.random() < 0.5 else []
+
+
 def quantity(rng: np.random.Generator) -> List[str]:
     return number(rng, 2, 19) if rng.random() < 0.7 else [pick(rng, ["some", "more", "a few"])]
 
@@ -125,9 +130,11 @@ def quantity(rng: np.random.Generator) -> List[str]:
 # structure is readable and every branch is exercised by sampling.
 def _lights(r):
     if r.random() < 0.3:
-        return ["turn", "the", pick(r, ROOMS), "lights", pick(r, COLORS)]
-    return (["please"] if r.random() < 0.3 else []) + \
-        ["turn", pick(r, ["on", "off"]), "the", pick(r, ROOMS), pick(r, SWITCHABLE)]
+        words = ["turn", "the", pick(r, ROOMS), "lights", pick(r, COLORS)]
+    else:
+        words = (["please"] if r.random() < 0.3 else []) + \
+            ["turn", pick(r, ["on", "off"]), "the", pick(r, ROOMS), pick(r, SWITCHABLE)]
+    return words + _maybe_when(r)
 
 
 def _open(r):
@@ -137,7 +144,7 @@ def _open(r):
 
 def _thermostat(r):
     return ["set", "the", pick(r, ROOMS), pick(r, ["heater", "thermostat", "temperature"]), "at"] \
-        + number(r, 12, 30) + ["degrees"]
+        + number(r, 12, 30) + ["degrees"] + _maybe_when(r)
 
 
 def _alarm(r):
@@ -145,6 +152,9 @@ def _alarm(r):
 
 
 def _timer(r):
+    if r.random() < 0.6:
+        return ["start", "a"] + number(r, 2, 59) + ["minute", "and"] + number(r, 2, 59) + \
+            ["second", "timer"]
     return ["start", "a"] + number(r, 2, 59) + [pick(r, ["minute", "second"]), "timer"]
 
 
@@ -181,16 +191,17 @@ def _travel(r):
 
 
 def _music(r):
-    kind = int(r.integers(5))
+    kind = int(r.integers(4))
     if kind == 0:
-        return ["play", "some", pick(r, GENRES), "music", "in", "the", pick(r, ROOMS)]
+        return ["play", "some", pick(r, GENRES), "music", "in", "the", pick(r, ROOMS)] + \
+            _maybe_when(r)
     if kind == 1:
         return ["play", pick(r, GENRES), "music", "until"] + clock(r)
     if kind == 2:
-        return ["turn", "the", "volume", pick(r, ["up", "down"]), "a", "little", "bit"]
-    if kind == 3:
-        return ["skip", "this", "song", "and", "play", "the", pick(r, ["next", "last"]), "one"]
-    return ["play", "the", pick(r, ["latest", "morning", "evening"]), pick(r, ["news", "podcast"])]
+        return ["turn", "the", "volume", pick(r, ["up", "down"]), "in", "the", pick(r, ROOMS)] + \
+            _maybe_when(r)
+    return ["play", "the", pick(r, ["latest", "morning", "evening"]), pick(r, ["news", "podcast"]),
+            "in", "the", pick(r, ROOMS)] + _maybe_when(r)
 
 
 def _remind(r):
@@ -215,12 +226,14 @@ def _schedule(r):
 
 
 def _nearest(r):
+    a, b = r.choice(len(PLACES), size=2, replace=False)
     kind = int(r.integers(3))
     if kind == 0:
-        return ["where", "is", "the", "nearest", pick(r, PLACES)]
+        return ["where", "is", "the", "nearest", PLACES[a], "in", pick(r, CITIES)]
     if kind == 1:
-        return ["how", "far", "is", "the", pick(r, PLACES), "from", "here"]
-    return ["turn", pick(r, DIRECTIONS + ["right"]), "after", "the", pick(r, PLACES)]
+        return ["how", "far", "is", "the", PLACES[a], "from", "the", PLACES[b]]
+    return ["turn", pick(r, DIRECTIONS + ["right"]), "after", "the", PLACES[a], "and", "stop", "at",
+            "the", PLACES[b]]
 
 
 def _math(r):
@@ -233,7 +246,10 @@ def _cancel(r):
 
 
 def _clock_query(r):
-    return ["what", "time", "is", "it", "in", pick(r, CITIES), "right", "now"]
+    a, b = r.choice(len(CITIES), size=2, replace=False)
+    if r.random() < 0.5:
+        return ["what", "time", "is", "it", "in", CITIES[a], "right", "now"]
+    return ["what", "time", "is", "it", "in", CITIES[a], "at"] + clock(r) + ["in", CITIES[b]]
 
 
 def _translate(r):
@@ -270,8 +286,9 @@ def _code(r):
 
 
 def _show(r):
-    return ["show", "me", "my", pick(r, ["photos", "videos", "messages", "notes"]), "from",
-            pick(r, ["last", "this"]), pick(r, ["week", "month", "weekend"] + DAYS)]
+    return ["show", "me", "my", pick(r, ["photos", "videos", "messages", "notes"]), "with",
+            pick(r, NAMES), "from", pick(r, ["last", "this"]),
+            pick(r, ["week", "month", "weekend"] + DAYS)]
 
 
 def _lights_level(r):
@@ -327,9 +344,9 @@ _FUNCTION_WORDS = (
     "an alarm half past quarter before noon midnight in sharp today tomorrow tonight next week "
     "month this weekend start a minute second timer call text email home work speaker what is "
     "weather will it be how cold warm hot book from into when does leave my arrives play some "
-    "music volume up down little bit skip song and last one latest news podcast remind me about "
-    "with add more few shopping list meet visit find schedule where nearest far here right after "
+    "music volume up down song and last one latest news podcast remind me about "
+    "with add more few shopping list meet visit find schedule where nearest far right after "
     "plus minus times cancel time now translate send over short long new order car bike bag box "
     "jacket near was born show photos videos messages notes dim lights until they are percent "
-    "hundred thousand flying code speak or"
+    "hundred thousand flying code speak or stop"
 )
