@@ -263,27 +263,28 @@ class _Pool:
             self.pool.join()
 
 
-def _progress(total: int):
-    """tqdm on a terminal; otherwise a counter that logs about every 10%."""
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-        return tqdm(total=total, unit="utt", desc="synth", dynamic_ncols=True)
-    return _LogProgress(total)
+class _Progress:
+    """tqdm on a terminal; otherwise a log line about every 10% (batch logs stay short)."""
 
-
-class _LogProgress:
     def __init__(self, total: int):
         self.total, self.n, self.next = max(total, 1), 0, 0.1
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, unit="utt", desc="synth", dynamic_ncols=True)
 
     def update(self, k: int) -> None:
         self.n += k
-        if self.n / self.total >= self.next:
+        if self.bar is not None:
+            self.bar.update(k)
+        elif self.n / self.total >= self.next:
             log.info("synthesised %d utterances (%d%% of the estimate)", self.n,
                      min(100, round(100 * self.n / self.total)))
             self.next += 0.1
 
     def close(self) -> None:
-        pass
+        if self.bar is not None:
+            self.bar.close()
 
 
 def prepare_synth(out_dir, hours: float = 1.0, seed: int = 1, dev_utts: int = 200,
@@ -329,7 +330,7 @@ def prepare_synth(out_dir, hours: float = 1.0, seed: int = 1, dev_utts: int = 20
            for i in range(dev_utts)]
     held_out = {u.text for u in test} | {u.text for u in dev}
     mean_s = 3.3  # first guess of seconds per utterance; refined from what we render
-    progress = _progress(test_utts + dev_utts + int(hours * 3600 / mean_s))
+    progress = _Progress(test_utts + dev_utts + int(hours * 3600 / mean_s))
     pool = _Pool(nj, progress)
     try:
         sizes = {"test": pool.render(test), "dev": pool.render(dev)}
