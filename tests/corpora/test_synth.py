@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -13,7 +14,7 @@ import soundfile as sf
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from asrtrain.corpora.synth import grammar
+from asrtrain.corpora.synth import grammar, prepare
 from asrtrain.corpora.synth.espeak import Espeak, check_voice, loader_paths
 from asrtrain.corpora.synth.prepare import (ACCENTS, TEST_VARIANTS, TRAIN_VARIANTS, check_voices,
                                             plan_speakers, plan_utterance, prepare_synth)
@@ -112,13 +113,28 @@ def test_espeak_speaks_deterministically_and_words_take_time(engine):
     assert slow.size > short.size
 
 
-def test_every_listed_voice_exists_and_unknown_ones_fail():
+def test_every_listed_voice_exists_and_unknown_ones_fail(monkeypatch, tmp_path):
     check_voices()
     data = loader_paths()[1]
     with pytest.raises(AsrError, match="variant 'nosuchvoice'"):
         check_voice("en-us+nosuchvoice", data)
     with pytest.raises(AsrError, match="language voice 'xx-yy'"):
         check_voice("xx-yy+m3", data)
+    monkeypatch.setattr(prepare, "TEST_VARIANTS", ("m6", "nosuchvoice"))
+    with pytest.raises(AsrError, match="variant 'nosuchvoice'"):
+        prepare_synth(tmp_path / "out", hours=0.001, dev_utts=1, test_utts=1)
+    assert not (tmp_path / "out" / "wav").exists()
+
+
+def test_audio_that_does_not_match_its_words_is_refused(tmp_path):
+    spk = plan_speakers(1)["train"]
+    u = plan_utterance(1, "train", 0, spk, set(), tmp_path)
+    words = "one two three four five six seven eight nine ten eleven twelve"
+    bad = dataclasses.replace(u, text=words, spoken="one.")  # far too short for twelve words
+    render = prepare.Renderer()
+    with pytest.raises(AsrError, match="implausible audio"):
+        render(bad)
+    assert render(u)[1] > 16000 and Path(u.wav).exists()
 
 
 def test_test_voices_are_never_in_training_and_dev_pairs_are_held_out():
