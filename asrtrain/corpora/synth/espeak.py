@@ -96,7 +96,7 @@ class Espeak:
     libespeak-ng keeps static state that survives ``espeak_Initialize`` (the pitch-flutter index,
     the gain control, the glottal cycle counter), so the same call twice gives different samples.
     :meth:`speak` therefore unloads the library (``dlclose``) and loads it again before each
-    utterance, which costs about 5 ms, and reseeds espeak's random generator and libc ``rand``.
+    utterance, which costs a few ms, and reseeds espeak's random generator and libc ``rand``.
     An utterance is then a pure function of its text, voice, prosody and seed; :meth:`check_fresh`
     proves it at start-up.
 
@@ -136,6 +136,7 @@ class Espeak:
     def _load(self) -> None:
         """(Re)load libespeak-ng with fresh static state and initialise it."""
         if self._lib is not None:
+            self._lib.espeak_Terminate()  # frees the phoneme data and dictionary (~1 MB)
             handle = self._lib._handle
             self._lib = None
             _ctypes.dlclose(handle)  # refcount 0: the next dlopen maps fresh statics
@@ -265,5 +266,7 @@ def _declare(lib) -> None:
     lib.espeak_TextToPhonemes.restype = ctypes.c_char_p
     lib.espeak_ng_SetRandSeed.argtypes = [ctypes.c_long]
     lib.espeak_ng_SetRandSeed.restype = None
+    lib.espeak_Terminate.argtypes = []
+    lib.espeak_Terminate.restype = ctypes.c_int
     lib.espeak_Info.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
     lib.espeak_Info.restype = ctypes.c_char_p
