@@ -1,0 +1,1 @@
+"""The embedded synthetic corpus: espeak-ng speech from a fixed grammar (see :mod:`.prepare`)."""
