@@ -57,10 +57,10 @@ done_or() {  # done_or MARKER: true when the stage must run
 
 if run_stage 0; then
   echo "stage 0: synthesise ${hours} h of training speech"
-  if done_or "$data/.done"; then
+  if done_or "$data/.stage.done"; then
     $asrtrain prepare synth "$data" --hours "$hours" --seed "$seed" --nj "$nj"
     for part in train dev test; do $asrtrain data validate "$data/$part"; done
-    touch "$data/.done"
+    touch "$data/.stage.done"
   fi
 fi
 

@@ -26,7 +26,7 @@ def test_synth_recipe_end_to_end(tmp_path):
     # stage 0 only: the corpus and nothing else
     r = run(tmp_path, "--stop-stage", "0", *small)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert (tmp_path / "data" / ".done").is_file() and not (tmp_path / "dump").exists()
+    assert (tmp_path / "data" / ".stage.done").is_file() and not (tmp_path / "dump").exists()
     # the rest
     r = run(tmp_path, "--stage", "1", *small)
     assert r.returncode == 0, r.stderr[-3000:]
