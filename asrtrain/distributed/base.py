@@ -22,8 +22,9 @@ made of ``group_size`` learners' worth of frames, group ``g`` of ``num_groups`` 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -40,10 +41,14 @@ class Strategy:
     """Single-process training; the base class every strategy extends."""
 
     name = "single"
+    #: testing and benchmarks (DistConfig.slowdown): this learner's compute is made this many times
+    #: slower by a sleep after the backward pass, proportional to the measured forward+backward time.
+    slowdown: float = 1.0
 
     def __init__(self, rank: int = 0, world_size: int = 1):
         self.rank = rank
         self.world_size = world_size
+        self._t_step: Optional[float] = None
 
     # -- set-up ------------------------------------------------------------------------------------
     @property
@@ -65,10 +70,15 @@ class Strategy:
         return float(local_count)
 
     def before_step(self, step: int) -> None:
-        pass
+        self._t_step = time.perf_counter()
 
     def reduce_gradients(self) -> None:
-        pass
+        self._slow_down()
+
+    def _slow_down(self) -> None:
+        """Sleep (slowdown - 1) x the time since before_step: an injected heterogeneous learner."""
+        if self.slowdown > 1.0 and self._t_step is not None:
+            time.sleep((self.slowdown - 1.0) * (time.perf_counter() - self._t_step))
 
     def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
         optimizer.step()
