@@ -39,7 +39,6 @@ class ToyArgs:
     kill_rank: Optional[int] = None
     kill_at_step: int = 3
     check_group_identical: bool = False  # all_gather after every step (H-ADPSGD invariant)
-    configs: List[DistConfig] = field(default_factory=list)  # run several strategies in one spawn
 
 
 def global_batches(num: int, size: int, seed: int):
@@ -67,9 +66,10 @@ def my_batches(strategy, args: ToyArgs):
     return [(x[part.member::part.group_size], y[part.member::part.group_size]) for x, y in mine[:n_mine]]
 
 
-def train(rank: int, world_size: int, args: ToyArgs) -> None:
-    for i, cfg in enumerate(args.configs or [args.dist_cfg]):
-        train_one(rank, world_size, args, cfg, Path(args.out) / f"cfg{i}")
+def train(rank: int, world_size: int, jobs: List[ToyArgs]) -> None:
+    """Run several toy jobs one after the other in the same learners (spawning costs seconds)."""
+    for args in jobs:
+        train_one(rank, world_size, args, args.dist_cfg, Path(args.out))
 
 
 def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: Path) -> None:
@@ -79,10 +79,12 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
     model = make_model(args.seed + (100 * rank if args.distinct_init else 0))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0 if args.zero_grad else args.lr,
                                 momentum=args.momentum)
+    t_start = time.perf_counter()
     strategy.setup(model, optimizer)
     initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
     identical_ok = True
     slow = strategy.slowdown
+    t_loop = time.perf_counter()
     for step, (x, y) in enumerate(my_batches(strategy, args)):
         if args.kill_rank == rank and step == args.kill_at_step:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -97,12 +99,18 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
         strategy.after_step(step)
         if args.check_group_identical:
             identical_ok &= group_identical(model, strategy)
+    loop_s = time.perf_counter() - t_loop
     strategy.end_epoch(0)
     before_final = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
     metrics = strategy.metrics()
+    t0 = time.perf_counter()
     final = strategy.finalize(model)
     after = torch.cat([p.detach().reshape(-1) for p in final.parameters()]).clone()
-    metrics.update(strategy.metrics())
+    for key, value in strategy.metrics().items():  # counters add up; samples are replaced
+        metrics[key] = metrics.get(key, 0.0) + value if key in ("exchanges", "comm_s", "lock_wait_s") else value
+    metrics["finalize_s"] = time.perf_counter() - t0
+    metrics["train_s"] = t0 - t_start
+    metrics["loop_s"] = loop_s
     strategy.close()
     torch.save({"initial": initial, "before_final": before_final, "final": after, "metrics": metrics,
                 "identical_ok": identical_ok, "slowdown": slow, "state": strategy.state_dict()},
@@ -137,5 +145,5 @@ def single_reference(args: ToyArgs):
     return torch.cat([p.detach().reshape(-1) for p in strategy.finalize(model).parameters()])
 
 
-def load(out, cfg_index: int, world_size: int):
-    return [torch.load(Path(out) / f"cfg{cfg_index}" / f"rank{r}.pt") for r in range(world_size)]
+def load(out, world_size: int):
+    return [torch.load(Path(out) / f"rank{r}.pt") for r in range(world_size)]
