@@ -117,6 +117,7 @@ def _supervise(procs, timeout_s: float) -> None:
             for s, rank in alive.items():
                 log.error("learner rank %d did not exit after rank %d failed; killing it", rank, first[0])
                 procs[rank].kill()
+    log.debug("learner exit codes: %s", [p.exitcode for p in procs])
     if first is not None:
         rank, code, _ = first
         if code < 0:
@@ -152,6 +153,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
     try:
         fn(rank, world_size, args)
     except BaseException as err:  # noqa: B902 - every way out must name the cause in one line
+        watch.muted = True  # no PeerFailure inside this handler: it is already on its way out
         message = watch.explain(err)
         if in_process:
             watch.stop()
@@ -183,6 +185,7 @@ class PeerWatch:
         self.grace = min(10.0, self.dead_after)
         self.period = period
         self.failure: Optional[str] = None
+        self.muted = False
         self._stop = threading.Event()
         self._where = f"{host}:{port} ({store_owner})"
         # Our own client connection: the process group's store is used by other threads meanwhile.
@@ -191,8 +194,9 @@ class PeerWatch:
         self._thread = threading.Thread(target=self._run, name=f"peerwatch{rank}", daemon=True)
 
     def start_watching(self) -> None:
+        self._old_handler = None
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGUSR1, self._raise_in_main)
+            self._old_handler = signal.signal(signal.SIGUSR1, self._raise_in_main)
         self._main_ident = threading.main_thread().ident
         self._store.set(str(self.rank), "0")
         # Every learner is past init_process_group, so all keys appear within moments.
@@ -202,6 +206,8 @@ class PeerWatch:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        if self._old_handler is not None:
+            signal.signal(signal.SIGUSR1, self._old_handler)
 
     def explain(self, err: BaseException) -> str:
         """The one-line cause of ``err``: a dead peer if one is (or soon is) known, else ``err`` itself."""
@@ -219,7 +225,7 @@ class PeerWatch:
         return " ".join(f"{type(err).__name__}: {err}".split())
 
     def _raise_in_main(self, signum, frame):
-        if self.failure is not None and not self._stop.is_set():
+        if self.failure is not None and not self._stop.is_set() and not self.muted:
             raise PeerFailure(self.failure)
 
     def _declare(self, message: str) -> None:

@@ -52,6 +52,8 @@ class SSGD(Strategy):
     def reduce_gradients(self) -> None:
         self._slow_down()
         t0 = time.perf_counter()
+        if self._t_step is not None:
+            self._add("compute_s", t0 - self._t_step)
         all_reduce_grads(self.params, self.group)
         self._add("comm_s", time.perf_counter() - t0)
 
