@@ -15,6 +15,14 @@ MASTER_ADDR and MASTER_PORT exported); :func:`run_learners` sees those variables
     torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint host0:29400 \\
         -m asrtrain train ...
 
+    # Slurm: one task per learner; export what torchrun would
+    srun --nodes 2 --ntasks-per-node 4 bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS \\
+        LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE MASTER_PORT=29500 \\
+        MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1) \\
+        python -m asrtrain train ...'
+
+(LOCAL_WORLD_SIZE is the default H-ADPSGD group size when ``learners_per_node`` is 0.)
+
 Every learner runs ``fn(rank, world_size, args)``. Faults never hang: each learner runs a
 :class:`PeerWatch` thread that keeps a heartbeat counter in the rendezvous store (torch's TCPStore) and
 watches everybody else's. A learner whose counter stops for ``timeout_s / 2`` seconds (killed, even with
@@ -143,8 +151,9 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         store_owner = "the launcher's rendezvous host"
     else:
         host, port = store_addr
-        os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK=str(rank),
-                          WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+        if not in_process:  # in-process, they would make the next run_learners think it is under torchrun
+            os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK=str(rank),
+                              WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
         store = dist.TCPStore(host, port, None, False, timeout=tmo)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
         store_owner = "the parent process"

@@ -104,6 +104,8 @@ def test_one_learner_runs_in_this_process_with_a_group_of_one():
     run_learners(_record, out, learners=1, backend="gloo", timeout_s=20)
     assert out == [(0, 1, 1)]
     assert not torch.distributed.is_initialized()
+    run_learners(_record, out, learners=1, backend="gloo", timeout_s=20)  # the environment is left clean
+    assert out == [(0, 1, 1)] * 2
 
 
 @pytest.mark.parametrize("n", [4, 6, 8, 16, 32])
