@@ -148,7 +148,9 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
     if store_addr is None:  # torchrun / srun: the env:// rendezvous
         dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size, timeout=tmo)
         host, port = os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT", "29500"))
-        store_owner = "the launcher's rendezvous host"
+        # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE); bare env:// makes rank 0 host it
+        agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+        store_owner = "the torchrun agent" if agent else "learner rank 0"
     else:
         host, port = store_addr
         if not in_process:  # in-process, they would make the next run_learners think it is under torchrun
@@ -196,7 +198,8 @@ class PeerWatch:
         self.failure: Optional[str] = None
         self.muted = False
         self._stop = threading.Event()
-        self._where = f"{host}:{port} ({store_owner})"
+        self._where = f"{host}:{port}"
+        self._owner = store_owner
         # Our own client connection: the process group's store is used by other threads meanwhile.
         self._store = dist.PrefixStore("asrtrain/hb", dist.TCPStore(
             host, port, None, False, timeout=datetime.timedelta(seconds=self.dead_after)))
@@ -262,8 +265,8 @@ class PeerWatch:
             except Exception as err:  # noqa: BLE001 - the store itself is gone
                 if self._stop.is_set():
                     return
-                self._declare(f"lost the rendezvous store at {self._where}: "
-                              f"{' '.join(str(err).split())[:120]}")
+                self._declare(f"{self._owner}, which hosts the rendezvous store at {self._where}, died or hung "
+                              f"({' '.join(str(err).split())[:100]})")
                 return
             for r, value in zip(others, values):
                 if value != seen[r][0]:

@@ -21,6 +21,7 @@ SLOW = [DistConfig(strategy="adpsgd", learners=4, averaging=a, delay_by_one=d, s
         for a, d in (("fixed", True), ("random", True), ("fixed", False), ("random", False))]
 HIER = [DistConfig(strategy="h-adpsgd", learners=4, learners_per_node=2, averaging=a, delay_by_one=d)
         for a, d in (("fixed", False), ("random", True))]
+HIER_MEAN = DistConfig(strategy="h-adpsgd", learners=4, learners_per_node=2, averaging="random", delay_by_one=True)
 
 
 def spawn(tmp, learners, jobs):
@@ -57,6 +58,8 @@ def four(tmp_path_factory):
     for i, cfg in enumerate(HIER):  # two groups of two, starting apart
         jobs.append(toyloop.ToyArgs(str(tmp / f"hier{i}"), cfg, num_batches=2 * 8, batch=2,
                                     distinct_init=True, check_group_identical=True))
+    jobs.append(toyloop.ToyArgs(str(tmp / "hiermean"), HIER_MEAN, num_batches=2 * 10, batch=2, zero_grad=True,
+                                distinct_init=True, check_group_identical=True))
     elapsed = spawn(tmp, 4, jobs)
     out = {j.out.rsplit("/", 1)[1]: toyloop.load(j.out, 4) for j in jobs}
     out["elapsed"] = elapsed
@@ -120,3 +123,15 @@ def test_hadpsgd_group_members_identical_after_every_step(four, i):
     assert not torch.equal(res[0]["initial"], res[2]["initial"]), "the groups must start apart"
     assert all(torch.equal(r["final"], res[0]["final"]) for r in res)
     assert res[0]["metrics"]["exchanges"] > 0 and "exchanges" not in res[1]["metrics"]
+
+
+def test_hadpsgd_zero_gradients_conserve_the_mean(four):
+    """lr 0: the leaders' gossip brings all 4 learners to the mean of the two groups' initial weights."""
+    res = four["hiermean"]
+    assert torch.equal(res[0]["initial"], res[1]["initial"]), "setup makes a group start identical"
+    mean = torch.stack([r["initial"] for r in res]).mean(0)
+    assert float((res[0]["initial"] - mean).abs().max()) > 0.1
+    for r in res:
+        assert r["identical_ok"]
+        assert r["metrics"]["consensus_distance"] < 1e-6
+        torch.testing.assert_close(r["final"], mean, rtol=0, atol=1e-6)
