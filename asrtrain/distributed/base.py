@@ -2,15 +2,27 @@
 
 The loop (``asrtrain.train.loop``) never branches on the strategy's name. One learner's step is::
 
-    strategy.before_step(step)
+    strategy.before_step(step)          # ADPSGD: fold landed averaging into the weights, start this
+                                        #   step's averaging round (and wait for it unless delay_by_one)
     loss = forward(batch) / strategy.global_count(local_count)    # normalised by the global count
     loss.backward()
     strategy.reduce_gradients()         # SSGD / H-ADPSGD: allreduce inside the sync group
+    (clip gradients here)
     strategy.apply_step(optimizer)      # optimizer.step(); ADPSGD does it under the averaging lock
-    strategy.after_step(step)           # ADPSGD: hand the new weights to the communication thread
+    strategy.after_step(step)           # H-ADPSGD + delay_by_one: leader's averaging broadcast in group
 
 and at the end ``strategy.finalize(model)`` returns the model of the whole job (the average over all
-learners). ``partition()`` tells the batch sampler which batches this learner reads: global batches are
+learners). Rules the loop must keep (the strategies use collectives at these points):
+
+- ``setup`` on every learner, after any checkpoint was loaded (it creates process groups and
+  broadcasts rank 0's weights); ``load_state_dict`` may come before or after it.
+- Inside a sync group (SSGD: everybody; H-ADPSGD: a group) every member takes the same number of steps:
+  a member whose slice of a global batch is empty still runs the step with ``local_count`` 0.
+  ADPSGD learners may take different numbers of steps.
+- ``end_epoch`` once per epoch on every learner, ``all_reduce_sum`` / ``barrier`` the same number of
+  times on every learner, ``finalize`` once on every learner, then ``close``.
+- Model parameters change only on the main thread inside these calls: a checkpoint may be written at
+  any point between two steps, and ``state_dict`` may be called on rank 0 only. ``partition()`` tells the batch sampler which batches this learner reads: global batches are
 made of ``group_size`` learners' worth of frames, group ``g`` of ``num_groups`` takes every
 ``num_groups``-th batch and member ``m`` of the group takes the ``m``-th of ``group_size`` slices.
 
