@@ -66,13 +66,19 @@ def flat_copy(params: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1).to("cpu", torch.float64) for p in params])
 
 
-def add_flat_(params: Sequence[torch.Tensor], delta: torch.Tensor) -> None:
-    """``params += delta`` where ``delta`` is a flat (P,) vector."""
+def fold_into_(params: Sequence[torch.Tensor], delta: torch.Tensor) -> None:
+    """``params += delta`` (flat float64 (P,)), leaving in ``delta`` what the parameters' dtype rounded off.
+
+    ``params + delta`` is therefore unchanged to float64 precision: folding never leaks weight mass.
+    """
     offset = 0
     with torch.no_grad():
         for p in params:
             n = p.numel()
-            p.add_(delta[offset:offset + n].view_as(p).to(p.device, p.dtype))
+            d = delta[offset:offset + n].view(p.shape)
+            exact = p.detach().to("cpu", torch.float64) + d
+            p.copy_(exact)
+            d.copy_(exact - p.detach().to("cpu", torch.float64))
             offset += n
 
 
@@ -171,8 +177,7 @@ class Gossip:
         with self.locked():
             if not bool(self.delta.any()):
                 return False
-            add_flat_(self.params, self.delta)
-            self.delta.zero_()
+            fold_into_(self.params, self.delta)
         return True
 
     def effective(self) -> torch.Tensor:

@@ -137,3 +137,29 @@ def test_topology_command_prints_gap_and_table():
     assert fixed_gaps == sorted(fixed_gaps, reverse=True)  # the ring's gap shrinks as it grows
     odd = CliRunner().invoke(cli, ["topology", "--learners", "5"])
     assert odd.exit_code == 1 and "even number of learners" in odd.output
+
+
+def test_one_exchange_keeps_the_sum_and_a_step_taken_meanwhile():
+    """The averaging arithmetic without threads: both end at the mean, plus their own intervening step."""
+    torch.manual_seed(0)
+    a, b = _gossip(2, 0, "fixed"), _gossip(2, 1, "fixed")
+    a.params[0].copy_(torch.randn(3))
+    b.params[0].copy_(torch.randn(3))
+    total = a.effective() + b.effective()
+    sa, step_a = a._snapshot()
+    sb, step_b = b._snapshot()
+    with torch.no_grad():
+        a.params[0].add_(torch.tensor([0.5, -0.25, 1.0]))  # a gradient step between snapshot and write-back
+    a.steps += 1
+    a._write_back(sa[:-1], sb[:-1], step_a)
+    b._write_back(sb[:-1], sa[:-1], step_b)
+    mean = (sa[:-1].double() + sb[:-1].double()) / 2
+    torch.testing.assert_close(b.effective(), mean, rtol=0, atol=1e-7)
+    torch.testing.assert_close(a.effective(), mean + torch.tensor([0.5, -0.25, 1.0], dtype=torch.float64),
+                               rtol=0, atol=1e-7)
+    torch.testing.assert_close(a.effective() + b.effective(),
+                               total + torch.tensor([0.5, -0.25, 1.0], dtype=torch.float64), rtol=0, atol=1e-6)
+    assert a.metrics()["staleness_sum"] == 1 and b.metrics()["staleness_sum"] == 0
+    before = a.effective()
+    assert a.fold()  # into float32 parameters; the rounding stays in the delta
+    assert torch.equal(a.effective(), before)
