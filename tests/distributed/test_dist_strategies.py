@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-import toyloop
+import dist_toyloop as toyloop
 from asrtrain.config import DistConfig
 from asrtrain.distributed.launch import run_learners
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-import toyloop
+import dist_toyloop as toyloop
 from asrtrain.config import DistConfig
 from asrtrain.distributed.launch import run_learners
 from asrtrain.errors import AsrError
