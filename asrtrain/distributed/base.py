@@ -22,9 +22,10 @@ learners). Rules the loop must keep (the strategies use collectives at these poi
 - ``end_epoch`` once per epoch on every learner, ``all_reduce_sum`` / ``barrier`` the same number of
   times on every learner, ``finalize`` once on every learner, then ``close``.
 - Model parameters change only on the main thread inside these calls: a checkpoint may be written at
-  any point between two steps, and ``state_dict`` may be called on rank 0 only. ``partition()`` tells the batch sampler which batches this learner reads: global batches are
-made of ``group_size`` learners' worth of frames, group ``g`` of ``num_groups`` takes every
-``num_groups``-th batch and member ``m`` of the group takes the ``m``-th of ``group_size`` slices.
+  any point between two steps, and ``state_dict`` may be called on rank 0 only.
+
+``partition()`` tells the batch sampler which batches this learner reads: global batches are made of
+``group_size`` learners' worth of frames, group ``g`` of ``num_groups`` takes every ``num_groups``-th batch and member ``m`` of the group takes the ``m``-th of ``group_size`` slices.
 
 - single:    1 group of 1
 - ssgd:      1 group of N           (every learner a slice of every batch)

@@ -36,7 +36,6 @@ run out of data first keep serving their neighbours.
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 import time
@@ -47,7 +46,6 @@ import torch.distributed as dist
 
 from asrtrain.errors import AsrError
 
-log = logging.getLogger(__name__)
 
 TAG_REQUEST, TAG_REPLY = 11, 12
 REQUEST, STOP = 0.0, 1.0
