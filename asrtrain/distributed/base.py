@@ -25,7 +25,8 @@ learners). Rules the loop must keep (the strategies use collectives at these poi
   any point between two steps, and ``state_dict`` may be called on rank 0 only.
 
 ``partition()`` tells the batch sampler which batches this learner reads: global batches are made of
-``group_size`` learners' worth of frames, group ``g`` of ``num_groups`` takes every ``num_groups``-th batch and member ``m`` of the group takes the ``m``-th of ``group_size`` slices.
+``group_size`` learners' worth of frames, group ``g`` of ``num_groups`` takes every ``num_groups``-th
+batch and member ``m`` of the group takes the ``m``-th of ``group_size`` slices.
 
 - single:    1 group of 1
 - ssgd:      1 group of N           (every learner a slice of every batch)

@@ -48,7 +48,8 @@ def parse_slowdown(text: str, rank: int) -> float:
             r, f = item.split(":")
             r_i, f_f = int(r), float(f)
         except ValueError:
-            raise AsrError(f"dist.slowdown item {item!r} is not rank:factor", fix="write e.g. 1:3,2:2") from None
+            raise AsrError(f"dist.slowdown item {item!r} is not rank:factor",
+                           fix="write e.g. 1:3,2:2") from None
         if f_f < 1.0:
             raise AsrError(f"dist.slowdown factor {f_f} for rank {r_i} must be >= 1")
         if r_i == rank:

@@ -265,7 +265,8 @@ class PeerWatch:
             except Exception as err:  # noqa: BLE001 - the store itself is gone
                 if self._stop.is_set():
                     return
-                self._declare(f"{self._owner}, which hosts the rendezvous store at {self._where}, died or hung "
+                self._declare(f"{self._owner}, which hosts the rendezvous store at {self._where}, "
+                              "died or hung "
                               f"({' '.join(str(err).split())[:100]})")
                 return
             for r, value in zip(others, values):

@@ -159,6 +159,8 @@ def report(n: int, schedule: str, largest: int = 64) -> str:
                                                  for c, w in zip(cells, (10, 10, 13))))
     lines += ["",
               "fixed: gap sin^2(2 pi/N) per period, shrinking as 1/N^2: a ring mixes slowly as it grows.",
-              "random: a random passive partner each round keeps the gap at 1/2 whatever N (beats fixed from N = 16).",
-              "random-ring (comparison): a random ring neighbour only, gap sin^2(pi/N): no better than fixed."]
+              "random: a random passive partner each round keeps the gap at 1/2 whatever N "
+              "(beats fixed from N = 16).",
+              "random-ring (comparison): a random ring neighbour only, gap sin^2(pi/N): "
+              "no better than fixed."]
     return "\n".join(lines)

@@ -21,7 +21,12 @@ SLOW = [DistConfig(strategy="adpsgd", learners=4, averaging=a, delay_by_one=d, s
         for a, d in (("fixed", True), ("random", True), ("fixed", False), ("random", False))]
 HIER = [DistConfig(strategy="h-adpsgd", learners=4, learners_per_node=2, averaging=a, delay_by_one=d)
         for a, d in (("fixed", False), ("random", True))]
-HIER_MEAN = DistConfig(strategy="h-adpsgd", learners=4, learners_per_node=2, averaging="random", delay_by_one=True)
+HIER_MEAN = DistConfig(strategy="h-adpsgd", learners=4, learners_per_node=2, averaging="random",
+                       delay_by_one=True)
+
+
+def ids(configs):
+    return [f"{c.averaging}-delay{int(c.delay_by_one)}" for c in configs]
 
 
 def spawn(tmp, learners, jobs):
@@ -75,7 +80,7 @@ def test_ssgd_equals_single_learner(two):
         torch.testing.assert_close(r["final"], single, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("i", range(len(MEAN)), ids=[f"{c.averaging}-delay{int(c.delay_by_one)}" for c in MEAN])
+@pytest.mark.parametrize("i", range(len(MEAN)), ids=ids(MEAN))
 def test_adpsgd_zero_gradients_reach_consensus_on_the_initial_mean(four, i):
     """4 learners from different weights, lr 0: gossip alone brings all to exactly the initial mean."""
     res = four[f"mean{i}"]
@@ -89,7 +94,7 @@ def test_adpsgd_zero_gradients_reach_consensus_on_the_initial_mean(four, i):
     assert all(torch.equal(r["final"], res[0]["final"]) for r in res)
 
 
-@pytest.mark.parametrize("i", range(len(SLOW)), ids=[f"{c.averaging}-delay{int(c.delay_by_one)}" for c in SLOW])
+@pytest.mark.parametrize("i", range(len(SLOW)), ids=ids(SLOW))
 def test_adpsgd_no_deadlock_with_a_slow_learner_and_unequal_data(four, i):
     """Every schedule terminates with rank 1 4x slower and rank 2 holding 3 more batches."""
     res = four[f"slow{i}"]
@@ -114,7 +119,7 @@ def test_adpsgd_fast_active_is_not_held_back_by_a_slow_passive(two):
     assert m0["loop_s"] < m1["loop_s"]  # ~0.3 s vs ~0.6 s
 
 
-@pytest.mark.parametrize("i", range(len(HIER)), ids=[f"{c.averaging}-delay{int(c.delay_by_one)}" for c in HIER])
+@pytest.mark.parametrize("i", range(len(HIER)), ids=ids(HIER))
 def test_hadpsgd_group_members_identical_after_every_step(four, i):
     res = four[f"hier{i}"]
     assert all(r["identical_ok"] for r in res)
