@@ -25,8 +25,8 @@ MASTER_ADDR and MASTER_PORT exported); :func:`run_learners` sees those variables
 
 Every learner runs ``fn(rank, world_size, args)``. Faults never hang: each learner runs a
 :class:`PeerWatch` thread that keeps a heartbeat counter in the rendezvous store (torch's TCPStore) and
-watches everybody else's. A learner whose counter stops for ``timeout_s / 2`` seconds (killed, even with
-``kill -9``, or hung) is named in an :class:`AsrError` raised in every other learner's main thread; a
+watches everybody else's. A learner whose counter stops for ``min(timeout_s / 2, 30)`` seconds (killed,
+even with ``kill -9``, or hung) is named in an :class:`AsrError` raised in every other learner's main thread; a
 learner whose main thread does not leave within a few more seconds is ended with ``os._exit(1)``. The
 parent of locally spawned learners waits for all of them and raises one :class:`AsrError` naming the
 first learner that died.
@@ -53,6 +53,11 @@ log = logging.getLogger(__name__)
 
 ENV_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
 LOCAL_HOST = "127.0.0.1"
+# A silent peer is declared dead after min(timeout_s / 2, this): the survivors leave within 60 s even
+# when timeout_s (the collectives' patience) is long. Survivors still alive this long after the first
+# failure are killed by the parent.
+MAX_DEAD_AFTER_S = 30.0
+LEFTOVER_KILL_S = 60.0
 
 
 def in_launched_group() -> bool:
@@ -80,7 +85,8 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
         args: one picklable argument handed to ``fn`` (a Config, a namespace ...).
         learners: N. Under torchrun it must equal WORLD_SIZE (or be 0: take WORLD_SIZE).
         backend: ``auto`` | ``gloo`` | ``nccl`` (DistConfig.backend).
-        timeout_s: process-group timeout (DistConfig.timeout_s); a dead learner is declared after half.
+        timeout_s: process-group timeout (DistConfig.timeout_s); a silent learner is declared dead after
+            min(timeout_s / 2, 30) s.
         threads: torch intra-op threads per learner.
 
     Raises:
@@ -121,7 +127,7 @@ def _supervise(procs, timeout_s: float) -> None:
         for rank in sorted(done, key=lambda r: procs[r].exitcode >= 0):
             if procs[rank].exitcode != 0 and first is None:
                 first = (rank, procs[rank].exitcode, time.monotonic())
-        if first is not None and alive and time.monotonic() - first[2] > timeout_s + 15:
+        if first is not None and alive and time.monotonic() - first[2] > LEFTOVER_KILL_S:
             for s, rank in alive.items():
                 log.error("learner rank %d did not exit after rank %d failed; killing it", rank, first[0])
                 procs[rank].kill()
@@ -159,7 +165,8 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         store = dist.TCPStore(host, port, None, False, timeout=tmo)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
         store_owner = "the parent process"
-    watch = PeerWatch(host, port, rank, world_size, dead_after=timeout_s / 2, store_owner=store_owner)
+    watch = PeerWatch(host, port, rank, world_size, dead_after=min(timeout_s / 2, MAX_DEAD_AFTER_S),
+                      store_owner=store_owner)
     watch.start_watching()
     try:
         fn(rank, world_size, args)
