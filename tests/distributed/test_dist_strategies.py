@@ -53,7 +53,7 @@ def two(tmp_path_factory):
 @pytest.fixture(scope="module")
 def four(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("four")
-    jobs = []
+    jobs = [toyloop.ToyArgs(str(tmp / "ssgd"), DistConfig(strategy="ssgd", learners=4), batch=2, num_batches=8)]
     for i, cfg in enumerate(MEAN):  # lr 0 and different initial weights
         jobs.append(toyloop.ToyArgs(str(tmp / f"mean{i}"), cfg, zero_grad=True, distinct_init=True,
                                     num_batches=4 * 60, batch=2))
@@ -71,12 +71,14 @@ def four(tmp_path_factory):
     return out
 
 
-def test_ssgd_equals_single_learner(two):
-    """Same global batch (2 x 4 samples) and seed: 2 SSGD learners == 1 learner on the whole batch."""
+@pytest.mark.parametrize("learners", [2, 4])
+def test_ssgd_equals_single_learner(two, four, learners):
+    """Same global batch (8 samples) and seed: N SSGD learners == 1 learner on the whole batch."""
     single = toyloop.single_reference(toyloop.ToyArgs("", None, batch=8, num_batches=8))
     start = torch.cat([p.detach().reshape(-1) for p in toyloop.make_model(3).parameters()])
     assert (single - start).abs().max() > 0.1, "training must move the weights"
-    for r in two["ssgd"]:
+    for r in (two if learners == 2 else four)["ssgd"]:
+        assert r["metrics"]["steps"] == 8
         torch.testing.assert_close(r["final"], single, rtol=0, atol=1e-12)
 
 
