@@ -2,17 +2,31 @@
 
 The loop (``asrtrain.train.loop``) never branches on the strategy's name. One learner's step is::
 
-    strategy.before_step(step)
+    strategy.before_step(step)          # ADPSGD: fold landed averaging into the weights, start this
+                                        #   step's averaging round (and wait for it unless delay_by_one)
     loss = forward(batch) / strategy.global_count(local_count)    # normalised by the global count
     loss.backward()
     strategy.reduce_gradients()         # SSGD / H-ADPSGD: allreduce inside the sync group
+    (clip gradients here)
     strategy.apply_step(optimizer)      # optimizer.step(); ADPSGD does it under the averaging lock
-    strategy.after_step(step)           # ADPSGD: hand the new weights to the communication thread
+    strategy.after_step(step)           # H-ADPSGD + delay_by_one: leader's averaging broadcast in group
 
 and at the end ``strategy.finalize(model)`` returns the model of the whole job (the average over all
-learners). ``partition()`` tells the batch sampler which batches this learner reads: global batches are
-made of ``group_size`` learners' worth of frames, group ``g`` of ``num_groups`` takes every
-``num_groups``-th batch and member ``m`` of the group takes the ``m``-th of ``group_size`` slices.
+learners). Rules the loop must keep (the strategies use collectives at these points):
+
+- ``setup`` on every learner, after any checkpoint was loaded (it creates process groups and
+  broadcasts rank 0's weights); ``load_state_dict`` may come before or after it.
+- Inside a sync group (SSGD: everybody; H-ADPSGD: a group) every member takes the same number of steps:
+  a member whose slice of a global batch is empty still runs the step with ``local_count`` 0.
+  ADPSGD learners may take different numbers of steps.
+- ``end_epoch`` once per epoch on every learner, ``all_reduce_sum`` / ``barrier`` the same number of
+  times on every learner, ``finalize`` once on every learner, then ``close``.
+- Model parameters change only on the main thread inside these calls: a checkpoint may be written at
+  any point between two steps, and ``state_dict`` may be called on rank 0 only.
+
+``partition()`` tells the batch sampler which batches this learner reads: global batches are made of
+``group_size`` learners' worth of frames, group ``g`` of ``num_groups`` takes every ``num_groups``-th
+batch and member ``m`` of the group takes the ``m``-th of ``group_size`` slices.
 
 - single:    1 group of 1
 - ssgd:      1 group of N           (every learner a slice of every batch)
@@ -22,8 +36,9 @@ made of ``group_size`` learners' worth of frames, group ``g`` of ``num_groups`` 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -40,10 +55,14 @@ class Strategy:
     """Single-process training; the base class every strategy extends."""
 
     name = "single"
+    #: testing and benchmarks (DistConfig.slowdown): this learner's compute is made this many times
+    #: slower by a sleep after the backward pass, proportional to the measured forward+backward time.
+    slowdown: float = 1.0
 
     def __init__(self, rank: int = 0, world_size: int = 1):
         self.rank = rank
         self.world_size = world_size
+        self._t_step: Optional[float] = None
 
     # -- set-up ------------------------------------------------------------------------------------
     @property
@@ -65,10 +84,15 @@ class Strategy:
         return float(local_count)
 
     def before_step(self, step: int) -> None:
-        pass
+        self._t_step = time.perf_counter()
 
     def reduce_gradients(self) -> None:
-        pass
+        self._slow_down()
+
+    def _slow_down(self) -> None:
+        """Sleep (slowdown - 1) x the time since before_step: an injected heterogeneous learner."""
+        if self.slowdown > 1.0 and self._t_step is not None:
+            time.sleep((self.slowdown - 1.0) * (time.perf_counter() - self._t_step))
 
     def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
         optimizer.step()

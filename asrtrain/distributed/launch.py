@@ -1,5 +1,289 @@
-"""Placeholder until the launcher lands: one learner in-process."""
+"""Start the learners of one job: join a torchrun / Slurm group, or spawn N local processes.
+
+One process, one learner::
+
+    run_learners(fn, args, learners=1)                      # in this process, a group of 1
+
+One node, N learners (this module spawns them, rendezvous on 127.0.0.1)::
+
+    run_learners(fn, args, learners=4)
+
+Several nodes: start the same command under torchrun (or srun with RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR and MASTER_PORT exported); :func:`run_learners` sees those variables and joins that group
+(``init_process_group`` with the ``env://`` rendezvous) instead of spawning::
+
+    torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint host0:29400 \\
+        -m asrtrain train ...
+
+    # Slurm: one task per learner; export what torchrun would
+    srun --nodes 2 --ntasks-per-node 4 bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS \\
+        LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE MASTER_PORT=29500 \\
+        MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1) \\
+        python -m asrtrain train ...'
+
+(LOCAL_WORLD_SIZE is the default H-ADPSGD group size when ``learners_per_node`` is 0.)
+
+Every learner runs ``fn(rank, world_size, args)``. Faults never hang: each learner runs a
+:class:`PeerWatch` thread that keeps a heartbeat counter in the rendezvous store (torch's TCPStore) and
+watches everybody else's. A learner whose counter stops for ``min(timeout_s / 2, 30)`` seconds (killed,
+even with ``kill -9``, or hung) is named in an :class:`AsrError` raised in every other learner's main thread; a
+learner whose main thread does not leave within a few more seconds is ended with ``os._exit(1)``. The
+parent of locally spawned learners waits for all of them and raises one :class:`AsrError` naming the
+first learner that died.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import multiprocessing.connection
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable, Optional
+
+import torch
+import torch.distributed as dist
+
+from asrtrain.errors import AsrError
+
+log = logging.getLogger(__name__)
+
+ENV_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
+LOCAL_HOST = "127.0.0.1"
+# A silent peer is declared dead after min(timeout_s / 2, this): the survivors leave within 60 s even
+# when timeout_s (the collectives' patience) is long. Survivors still alive this long after the first
+# failure are killed by the parent.
+MAX_DEAD_AFTER_S = 30.0
+LEFTOVER_KILL_S = 60.0
 
 
-def run_learners(fn, job, dist_cfg):
-    return fn(0, 1, job)
+def in_launched_group() -> bool:
+    """True under torchrun (or srun with the variables exported): join that group, do not spawn."""
+    return all(k in os.environ for k in ENV_KEYS)
+
+
+def resolve_backend(backend: str) -> str:
+    """``auto`` -> nccl when CUDA is available, else gloo. Asking for nccl without CUDA is an error."""
+    if backend == "auto":
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise AsrError("dist.backend = nccl but CUDA is not available", fix="use dist.backend=gloo or auto")
+    if backend not in ("gloo", "nccl"):
+        raise AsrError(f"dist.backend = {backend!r} is not one of auto, gloo, nccl")
+    return backend
+
+
+def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, backend: str = "auto",
+                 timeout_s: float = 60.0, threads: int = 1) -> None:
+    """Run ``fn(rank, world_size, args)`` on every learner of the job.
+
+    Args:
+        fn: a module-level function (it is pickled by name for spawned processes).
+        args: one picklable argument handed to ``fn`` (a Config, a namespace ...).
+        learners: N. Under torchrun it must equal WORLD_SIZE (or be 0: take WORLD_SIZE).
+        backend: ``auto`` | ``gloo`` | ``nccl`` (DistConfig.backend).
+        timeout_s: process-group timeout (DistConfig.timeout_s); a silent learner is declared dead after
+            min(timeout_s / 2, 30) s.
+        threads: torch intra-op threads per learner.
+
+    Raises:
+        AsrError: one line naming the first learner that died or failed.
+    """
+    if in_launched_group():
+        world = int(os.environ["WORLD_SIZE"])
+        if learners not in (0, world):
+            raise AsrError(f"--learners {learners} but the launcher started WORLD_SIZE={world} learners",
+                           fix="drop --learners under torchrun/srun or make them agree")
+        _learner_entry(int(os.environ["RANK"]), world, fn, args, backend, timeout_s, threads, None)
+        return
+    if learners < 1:
+        raise AsrError(f"--learners must be >= 1, got {learners}")
+    # The parent hosts the rendezvous store: it outlives any learner, so a dead rank 0 is named too.
+    tmo = datetime.timedelta(seconds=timeout_s)
+    store = dist.TCPStore(LOCAL_HOST, 0, None, True, timeout=tmo, wait_for_workers=False)
+    if learners == 1:
+        _learner_entry(0, 1, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), in_process=True)
+        return
+    ctx = torch.multiprocessing.start_processes(
+        _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port)),
+        nprocs=learners, join=False, start_method="spawn")
+    _supervise(ctx.processes, timeout_s)
+    del store
+
+
+def _supervise(procs, timeout_s: float) -> None:
+    """Wait for every learner; after the first failure give the others time to exit, then kill them."""
+    alive = {p.sentinel: rank for rank, p in enumerate(procs)}
+    first: Optional[tuple] = None  # (rank, exitcode, time)
+    while alive:
+        ready = multiprocessing.connection.wait(list(alive), timeout=1.0)
+        # A learner killed by a signal is the cause; learners that exit 1 in the same instant are effects.
+        done = [alive.pop(s) for s in ready]
+        for rank in done:
+            procs[rank].join()
+        for rank in sorted(done, key=lambda r: procs[r].exitcode >= 0):
+            if procs[rank].exitcode != 0 and first is None:
+                first = (rank, procs[rank].exitcode, time.monotonic())
+        if first is not None and alive and time.monotonic() - first[2] > LEFTOVER_KILL_S:
+            for s, rank in alive.items():
+                log.error("learner rank %d did not exit after rank %d failed; killing it", rank, first[0])
+                procs[rank].kill()
+    log.debug("learner exit codes: %s", [p.exitcode for p in procs])
+    if first is not None:
+        rank, code, _ = first
+        if code < 0:
+            raise AsrError(f"learner rank {rank} died (killed by signal {signal.Signals(-code).name}); "
+                           "the other learners stopped")
+        raise AsrError(f"learner rank {rank} failed with exit code {code} (its error is logged above); "
+                       "the other learners stopped")
+
+
+def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s: float, threads: int,
+                   store_addr, in_process: bool = False) -> None:
+    """Body of one learner: join the group, watch the peers, run ``fn``, report one line on error."""
+    if not in_process:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format=f"%(asctime)s %(levelname)s rank{rank} %(name)s: %(message)s",
+                            datefmt="%H:%M:%S")
+    torch.set_num_threads(max(1, threads))
+    backend = resolve_backend(backend)
+    tmo = datetime.timedelta(seconds=timeout_s)
+    if store_addr is None:  # torchrun / srun: the env:// rendezvous
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size, timeout=tmo)
+        host, port = os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT", "29500"))
+        # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE); bare env:// makes rank 0 host it
+        agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+        store_owner = "the torchrun agent" if agent else "learner rank 0"
+    else:
+        host, port = store_addr
+        if not in_process:  # in-process, they would make the next run_learners think it is under torchrun
+            os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK=str(rank),
+                              WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+        store = dist.TCPStore(host, port, None, False, timeout=tmo)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
+        store_owner = "the parent process"
+    watch = PeerWatch(host, port, rank, world_size, dead_after=min(timeout_s / 2, MAX_DEAD_AFTER_S),
+                      store_owner=store_owner)
+    watch.start_watching()
+    try:
+        fn(rank, world_size, args)
+    except BaseException as err:  # noqa: B902 - every way out must name the cause in one line
+        watch.muted = True  # no PeerFailure inside this handler: it is already on its way out
+        message = watch.explain(err)
+        if in_process:
+            watch.stop()
+            raise AsrError(message) from None
+        sys.stderr.write(f"asrtrain: error: learner rank {rank}: {message}\n")
+        sys.stderr.flush()
+        os._exit(1)  # a dead peer can make process-group teardown hang: leave now
+    watch.stop()
+    dist.destroy_process_group()
+
+
+class PeerFailure(AsrError):
+    """Raised in a learner's main thread when another learner stopped responding."""
+
+
+class PeerWatch:
+    """Heartbeats in the rendezvous store; names a learner whose heartbeat stops.
+
+    Every ``period`` seconds learner r increments its counter ``asrtrain/hb/<r>`` and reads all others.
+    A counter unchanged for ``dead_after`` seconds means that learner died or hung. The main thread
+    then gets a :class:`PeerFailure` (via SIGUSR1, so even a blocking sleep is interrupted); if it is
+    stuck in a collective that does not return, the process exits after ``grace`` more seconds.
+    """
+
+    def __init__(self, host: str, port: int, rank: int, world_size: int, dead_after: float,
+                 store_owner: str = "the parent process", period: float = 0.5):
+        self.rank, self.world_size = rank, world_size
+        self.dead_after = max(2.0, dead_after)
+        self.grace = min(10.0, self.dead_after)
+        self.period = period
+        self.failure: Optional[str] = None
+        self.muted = False
+        self._stop = threading.Event()
+        self._where = f"{host}:{port}"
+        self._owner = store_owner
+        # Our own client connection: the process group's store is used by other threads meanwhile.
+        self._store = dist.PrefixStore("asrtrain/hb", dist.TCPStore(
+            host, port, None, False, timeout=datetime.timedelta(seconds=self.dead_after)))
+        self._thread = threading.Thread(target=self._run, name=f"peerwatch{rank}", daemon=True)
+
+    def start_watching(self) -> None:
+        self._old_handler = None
+        if threading.current_thread() is threading.main_thread():
+            self._old_handler = signal.signal(signal.SIGUSR1, self._raise_in_main)
+        self._main_ident = threading.main_thread().ident
+        self._store.set(str(self.rank), "0")
+        # Every learner is past init_process_group, so all keys appear within moments.
+        self._store.wait([str(r) for r in range(self.world_size)], datetime.timedelta(seconds=60))
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if self._old_handler is not None:
+            signal.signal(signal.SIGUSR1, self._old_handler)
+
+    def explain(self, err: BaseException) -> str:
+        """The one-line cause of ``err``: a dead peer if one is (or soon is) known, else ``err`` itself."""
+        if isinstance(err, PeerFailure):
+            return err.message
+        if not isinstance(err, (AsrError, KeyboardInterrupt)):
+            # A collective that failed because a peer vanished: wait for the heartbeat verdict.
+            deadline = time.monotonic() + self.dead_after + 2 * self.period
+            while self.failure is None and time.monotonic() < deadline and self._thread.is_alive():
+                time.sleep(self.period / 2)
+        if self.failure is not None:
+            return self.failure
+        if isinstance(err, AsrError):
+            return err.render()
+        return " ".join(f"{type(err).__name__}: {err}".split())
+
+    def _raise_in_main(self, signum, frame):
+        if self.failure is not None and not self._stop.is_set() and not self.muted:
+            raise PeerFailure(self.failure)
+
+    def _declare(self, message: str) -> None:
+        self.failure = message
+        log.error("%s", message)
+        if self._main_ident is not None:
+            signal.pthread_kill(self._main_ident, signal.SIGUSR1)
+        if self._stop.wait(self.grace):
+            return
+        sys.stderr.write(f"asrtrain: error: learner rank {self.rank}: {message} "
+                         f"(main thread stuck for {self.grace:.0f} s; exiting)\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+    def _run(self) -> None:
+        count = 0
+        others = [r for r in range(self.world_size) if r != self.rank]
+        seen = {r: (None, time.monotonic()) for r in others}
+        while not self._stop.wait(self.period):
+            count += 1
+            now = time.monotonic()
+            try:
+                self._store.set(str(self.rank), str(count))
+                values = self._store.multi_get([str(r) for r in others]) if others else []
+            except Exception as err:  # noqa: BLE001 - the store itself is gone
+                if self._stop.is_set():
+                    return
+                self._declare(f"{self._owner}, which hosts the rendezvous store at {self._where}, "
+                              "died or hung "
+                              f"({' '.join(str(err).split())[:100]})")
+                return
+            for r, value in zip(others, values):
+                if value != seen[r][0]:
+                    seen[r] = (value, now)
+                elif value != b"done" and now - seen[r][1] > self.dead_after:
+                    self._declare(f"learner rank {r} stopped responding for {now - seen[r][1]:.0f} s "
+                                  "(killed or hung)")
+                    return
+        try:  # a learner that finished normally must not be mistaken for a dead one
+            self._store.set(str(self.rank), "done")
+        except Exception:  # noqa: BLE001
+            pass

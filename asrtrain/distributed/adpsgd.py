@@ -1,0 +1,171 @@
+"""Asynchronous decentralized parallel SGD (Lian et al. 2018; Zhang et al. 2019).
+
+Every learner trains on its own stream of batches (N groups of 1) and keeps its own weights. A
+communication thread (:class:`asrtrain.distributed.comm.Gossip`) averages them pairwise with ring
+neighbours (active even ranks ask, passive odd ranks answer), so the learners drift together without
+ever waiting for the slowest one. The main thread's calls, per step ``k``:
+
+- ``before_step(k)``: fold any averaging that has landed into the parameters. Active learners then start
+  round ``k`` of their schedule:
+
+  - default: start the round and wait for it, so the gradient of step ``k`` is computed on freshly
+    averaged weights (communication is not overlapped).
+  - ``delay_by_one``: wait for round ``k-1`` (normally long done), start round ``k`` and return at once.
+    The gradient of step ``k`` is computed on the weights read now, while round ``k`` runs, and is applied
+    after the averaging started at step ``k``: communication overlaps one full step.
+
+- ``apply_step``: ``optimizer.step()`` under the averaging lock, then fold what has landed.
+
+Loss normalisation: each learner is an independent SGD on its own batch, so the count is its own.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from typing import Any, Dict, List, Optional
+
+import torch
+import torch.distributed as dist
+
+from asrtrain.distributed.base import Partition, Strategy
+from asrtrain.distributed.comm import Gossip, average_over_learners, check_gossip_size, consensus_distance, \
+    set_flat_
+from asrtrain.distributed.ssgd import broadcast_params
+
+# The gossip group's recv waits for the next request for as long as actives take to send it
+# (validation, checkpoints); a dead peer is detected by the heartbeat in launch.PeerWatch instead.
+GOSSIP_TIMEOUT = datetime.timedelta(days=7)
+
+
+class ADPSGD(Strategy):
+    """ADPSGD over all learners of the job.
+
+    Args:
+        rank, world_size: this learner in the job; world_size must be even (a bipartite ring).
+        schedule: ``fixed`` (alternate right/left neighbour) or ``random`` (a random passive learner).
+        delay_by_one: overlap round k with the compute of step k (see the module docstring).
+        seed: seeds the random schedule (with the rank and the round number).
+        sync_initial_weights: broadcast rank 0's weights in :meth:`setup`.
+    """
+
+    name = "adpsgd"
+
+    def __init__(self, rank: int, world_size: int, schedule: str = "fixed", delay_by_one: bool = False,
+                 seed: int = 1, sync_initial_weights: bool = True):
+        super().__init__(rank, world_size)
+        check_gossip_size(world_size)
+        self.schedule, self.delay_by_one, self.seed = schedule, delay_by_one, seed
+        self.sync_initial_weights = sync_initial_weights
+        self.gossip: Optional[Gossip] = None
+        self._loaded_round = 0
+        self._m: Dict[str, float] = {}
+        self._t_compute: Optional[float] = None
+
+    def partition(self) -> Partition:
+        return Partition(group=self.rank, num_groups=self.world_size, member=0, group_size=1)
+
+    def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        super().setup(model, optimizer)
+        self.params: List[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
+        if self.sync_initial_weights:
+            broadcast_params(self.params, src=0)
+        # Every process group is created here, in the main thread, before any thread starts.
+        group = dist.new_group(list(range(self.world_size)), backend="gloo", timeout=GOSSIP_TIMEOUT)
+        self.gossip = Gossip(self.params, list(range(self.world_size)), self.rank, group,
+                             self.schedule, self.delay_by_one, self.seed)
+        self.gossip.round = self._loaded_round
+        self.gossip.start()
+
+    # -- one step ----------------------------------------------------------------------------------
+    def before_step(self, step: int) -> None:
+        g = self.gossip
+        g.check()
+        if self.delay_by_one:
+            g.wait_round()
+            g.fold()
+            g.trigger()
+        else:
+            g.trigger()
+            g.wait_round()
+            g.fold()
+        super().before_step(step)
+        self._t_compute = time.perf_counter()
+
+    def reduce_gradients(self) -> None:
+        self._slow_down()
+
+    def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
+        g = self.gossip
+        if self._t_compute is not None:
+            self._add("compute_s", time.perf_counter() - self._t_compute)
+        with g.locked():
+            optimizer.step()
+            g.steps += 1
+        g.fold()
+        self._add("steps", 1)
+
+    def after_step(self, step: int) -> None:
+        self.gossip.check()
+
+    # -- epochs, end ------------------------------------------------------------------------------
+    def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
+        out = values.clone()
+        dist.all_reduce(out)
+        return out
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def end_epoch(self, epoch: int) -> None:
+        """Sample the consensus distance (a world collective: every learner calls end_epoch)."""
+        self._m["consensus_distance"] = consensus_distance(self._world_vec(self.gossip.effective()),
+                                                           self.world_size)
+
+    def finalize(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Stop averaging (passives serve until every active is done), then average all learners."""
+        g = self.gossip
+        g.stop()
+        g.fold()
+        mine = self._world_vec(g.effective())
+        self._m["consensus_distance"] = consensus_distance(mine, self.world_size)
+        params = [p for p in model.parameters() if p.requires_grad]
+        set_flat_(params, average_over_learners(mine, self.world_size).to(params[0].device))
+        return model
+
+    def close(self) -> None:
+        pass  # the gossip thread is a daemon; finalize() ends it cleanly
+
+    # -- state and metrics --------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        """The schedule's position; its RNG is derived from (seed, rank, round), so that is all of it."""
+        rnd = self.gossip.round if self.gossip is not None else self._loaded_round
+        return {"round": rnd, "schedule": self.schedule, "seed": self.seed}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self._loaded_round = int(state.get("round", 0))
+        if self.gossip is not None:
+            self.gossip.round = self._loaded_round
+
+    def metrics(self) -> Dict[str, float]:
+        out, self._m = self._m, {}
+        if self.gossip is not None:
+            out.update(self.gossip.metrics())
+        return summarize(out)
+
+    def _add(self, key: str, value: float) -> None:
+        self._m[key] = self._m.get(key, 0.0) + value
+
+    def _world_vec(self, vec: torch.Tensor) -> torch.Tensor:
+        """Float64 CPU vectors go through gloo as they are; NCCL needs them on the GPU."""
+        return vec.to(self.params[0].device) if dist.get_backend() == "nccl" else vec
+
+
+def summarize(m: Dict[str, float]) -> Dict[str, float]:
+    """Add the ratios: exchanges per step and mean staleness (steps between snapshot and write-back)."""
+    if m.get("steps"):
+        m["exchanges_per_step"] = m.get("exchanges", 0.0) / m["steps"]
+    if m.get("exchanges"):
+        m["staleness"] = m.pop("staleness_sum", 0.0) / m["exchanges"]
+    m.pop("staleness_sum", None)
+    return m

@@ -1,0 +1,298 @@
+"""Asynchronous pairwise averaging (the ADPSGD communication thread) and its helpers.
+
+The gossip ring holds ``n`` learners (all learners for ADPSGD, the group leaders for H-ADPSGD), ``n``
+even. Ring position ``i`` is *active* when ``i`` is even and *passive* when odd: this bipartite split is
+what makes waiting acyclic. Active learners initiate exchanges only with passive ones; a passive
+learner's thread does nothing but answer requests from any active learner (``recv`` from any source),
+in arrival order. Actives wait only for passives, and passives never wait for a particular active, so
+no cycle of waits can form, whatever the speeds.
+
+One exchange (a *round* of an active learner)::
+
+    active a                                   passive p (thread always waiting for a request)
+    s_a = x_a + D_a   (snapshot, under lock)
+    send [s_a, REQUEST] ───────────────────▶   s_p = x_p + D_p   (snapshot, under lock)
+    recv s_p        ◀───────────────────────   send s_p
+    D_a += (s_a + s_p)/2 - s_a  (under lock)   D_p += (s_a + s_p)/2 - s_p  (under lock)
+
+``x`` are the live parameters, touched only by the main thread at step boundaries (parameters may not
+change under autograd during a step), and ``D`` is the averaging delta not yet folded into them. The
+*effective* weights are ``e = x + D``. **Invariant:** an exchange adds ``(s_p - s_a)/2`` to ``e_a`` and
+the opposite to ``e_p``, so the sum of all learners' effective weights changes only by gradient
+steps; a gradient step taken between the snapshot and the write-back is kept (it is in ``x``, not in
+the delta), and with no step in between both partners end holding exactly their mean (to rounding).
+
+Schedules (which passive an active asks in its round ``r``):
+
+- ``fixed``: the right ring neighbour on even rounds, the left one on odd rounds.
+- ``random``: a uniformly random passive learner (any of them, the complete bipartite graph), drawn from
+  an RNG seeded by (seed, rank, round), so the choice is reproducible and resumable from the round
+  counter alone. See :mod:`asrtrain.distributed.topology` for why a random *ring* neighbour would not help.
+
+Termination: an active learner that is done sends ``STOP`` to every passive it may ever contact; a
+passive thread ends when all of them have said ``STOP``. Until then it keeps answering, so learners that
+run out of data first keep serving their neighbours.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Dict, List, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+
+from asrtrain.errors import AsrError
+
+
+TAG_REQUEST, TAG_REPLY = 11, 12
+REQUEST, STOP = 0.0, 1.0
+
+
+def check_gossip_size(n: int, what: str = "learners") -> None:
+    """A ring of active/passive learners must be bipartite: an even number, at least 2."""
+    if n < 2 or n % 2:
+        raise AsrError(f"ADPSGD needs an even number of {what} (>= 2) to split the ring into active and "
+                       f"passive halves, got {n}",
+                       fix=f"use an even number of {what}, or --strategy ssgd")
+
+
+def flat_copy(params: Sequence[torch.Tensor]) -> torch.Tensor:
+    """All parameters as one float64 CPU vector, shape (P,)."""
+    return torch.cat([p.detach().reshape(-1).to("cpu", torch.float64) for p in params])
+
+
+def fold_into_(params: Sequence[torch.Tensor], delta: torch.Tensor) -> None:
+    """``params += delta`` (flat float64 (P,)), leaving in ``delta`` what the parameters' dtype rounded off.
+
+    ``params + delta`` is therefore unchanged to float64 precision: folding never leaks weight mass.
+    """
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            n = p.numel()
+            d = delta[offset:offset + n].view(p.shape)
+            exact = p.detach().to("cpu", torch.float64) + d
+            p.copy_(exact)
+            d.copy_(exact - p.detach().to("cpu", torch.float64))
+            offset += n
+
+
+def set_flat_(params: Sequence[torch.Tensor], flat: torch.Tensor) -> None:
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            n = p.numel()
+            p.copy_(flat[offset:offset + n].view_as(p))
+            offset += n
+
+
+class Gossip:
+    """One learner's side of asynchronous pairwise averaging over ``peers`` (global ranks, ring order).
+
+    Thread-safety: every read of the parameters for a snapshot and every write of ``D`` or of the
+    parameters happens under ``lock``; the main thread must take the same lock around
+    ``optimizer.step()`` (see :meth:`locked`).
+    """
+
+    def __init__(self, params: List[torch.Tensor], peers: Sequence[int], me: int, group,
+                 schedule: str = "fixed", delay_by_one: bool = False, seed: int = 1):
+        check_gossip_size(len(peers))
+        if schedule not in ("fixed", "random"):
+            raise AsrError(f"averaging schedule {schedule!r} is not one of fixed, random")
+        self.params, self.peers, self.me, self.group = params, list(peers), me, group
+        self.n, self.index = len(peers), list(peers).index(me)
+        self.active = self.index % 2 == 0
+        self.schedule, self.delay_by_one, self.seed = schedule, delay_by_one, seed
+        self.lock = threading.Lock()
+        self.round = 0  # rounds this learner initiated (active) or served (passive)
+        self.steps = 0  # optimizer steps, for staleness
+        # Messages travel in the parameters' dtype; the delta is kept in float64 so that averaging
+        # conserves the sum exactly (the snapshot's rounding error stays in this learner's weights).
+        self.msg_dtype = params[0].dtype
+        self.delta = torch.zeros(sum(p.numel() for p in params), dtype=torch.float64)
+        self.error: Optional[BaseException] = None
+        self._mlock = threading.Lock()
+        self._go = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stopping = False
+        self._m: Dict[str, float] = {}
+        self._thread = threading.Thread(target=self._run, name=f"gossip{me}", daemon=True)
+
+    # -- schedule ---------------------------------------------------------------------------------
+    def partner(self, rnd: int) -> int:
+        """Global rank an active learner asks in round ``rnd``."""
+        if self.schedule == "fixed":
+            step = 1 if rnd % 2 == 0 else -1
+            return self.peers[(self.index + step) % self.n]
+        rng = random.Random(f"{self.seed}/{self.me}/{rnd}")
+        return self.peers[2 * rng.randrange(self.n // 2) + 1]
+
+    def may_contact_me(self) -> List[int]:
+        """Active global ranks that may send to this passive learner (each will send one STOP)."""
+        if self.schedule == "fixed":
+            return sorted({self.peers[(self.index - 1) % self.n], self.peers[(self.index + 1) % self.n]})
+        return self.peers[0::2]
+
+    def may_contact(self) -> List[int]:
+        if self.schedule == "fixed":
+            return sorted({self.peers[(self.index + 1) % self.n], self.peers[(self.index - 1) % self.n]})
+        return self.peers[1::2]
+
+    # -- main-thread API --------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def locked(self):
+        """The averaging lock, timed: ``with gossip.locked(): optimizer.step()``."""
+        return _TimedLock(self.lock, self._add, "lock_wait_s")
+
+    def trigger(self) -> None:
+        """Active: start one round now (the snapshot is taken by the thread)."""
+        self.check()
+        if self.active and not self._stopping:
+            self._idle.clear()
+            self._go.set()
+
+    def wait_round(self) -> None:
+        """Active: wait until the round in flight (if any) has written its delta."""
+        t0 = time.perf_counter()
+        while not self._idle.wait(0.5):
+            self.check()
+        self.check()
+        self._add("round_wait_s", time.perf_counter() - t0)
+
+    def fold(self) -> bool:
+        """Move the pending averaging delta into the parameters (main thread, step boundary)."""
+        self.check()
+        with self.locked():
+            if not bool(self.delta.any()):
+                return False
+            fold_into_(self.params, self.delta)
+        return True
+
+    def effective(self) -> torch.Tensor:
+        """``x + D`` as a float64 vector (P,): what this learner holds, averaging included."""
+        with self.locked():
+            return flat_copy(self.params) + self.delta
+
+    def stop(self) -> None:
+        """End the thread: actives send STOP to every passive they may contact; passives wait for all."""
+        if self.active:
+            self.wait_round()
+            self._stopping = True
+            self._go.set()
+        while self._thread.is_alive():
+            self._thread.join(0.5)
+            self.check()
+        self.check()
+
+    def metrics(self) -> Dict[str, float]:
+        with self._mlock:
+            out, self._m = self._m, {}
+        return out
+
+    # -- the thread -------------------------------------------------------------------------------
+    def _add(self, key: str, value: float) -> None:
+        with self._mlock:
+            self._m[key] = self._m.get(key, 0.0) + value
+
+    def _message(self) -> torch.Tensor:
+        return torch.zeros(self.delta.numel() + 1, dtype=self.msg_dtype)
+
+    def _snapshot(self):
+        """``([x + D, REQUEST] (P+1,) in the message dtype, step)``, taken under the lock."""
+        with self.locked():
+            msg = torch.cat([flat_copy(self.params) + self.delta, torch.zeros(1, dtype=torch.float64)])
+            return msg.to(self.msg_dtype), self.steps
+
+    def _write_back(self, mine: torch.Tensor, theirs: torch.Tensor, snap_step: int) -> None:
+        # float32 -> float64 sum and halving are exact and commutative: both partners get the same mean
+        mean = (mine.double() + theirs.double()) * 0.5
+        with self.locked():
+            self.delta += mean - mine.double()
+            self._add("staleness_sum", self.steps - snap_step)
+        self.round += 1
+        self._add("exchanges", 1)
+
+    def _run(self) -> None:
+        try:
+            if self.active:
+                self._run_active()
+            else:
+                self._run_passive()
+        except BaseException as err:  # noqa: B902 - surfaced in the main thread by check()
+            self.error = err
+            self._idle.set()
+
+    def _run_active(self) -> None:
+        reply = self._message()
+        while True:
+            self._go.wait()
+            self._go.clear()
+            if self._stopping:
+                stop = self._message()
+                stop[-1] = STOP
+                for dst in self.may_contact():
+                    dist.send(stop, dst=dst, group=self.group, tag=TAG_REQUEST)
+                self._idle.set()
+                return
+            dst = self.partner(self.round)
+            request, snap_step = self._snapshot()
+            t0 = time.perf_counter()
+            work = dist.isend(request, dst=dst, group=self.group, tag=TAG_REQUEST)
+            dist.recv(reply, src=dst, group=self.group, tag=TAG_REPLY)
+            work.wait()
+            self._add("comm_s", time.perf_counter() - t0)
+            self._write_back(request[:-1], reply[:-1], snap_step)
+            self._idle.set()
+
+    def _run_passive(self) -> None:
+        waiting = set(self.may_contact_me())
+        request = self._message()
+        while waiting:
+            src = dist.recv(request, src=None, group=self.group, tag=TAG_REQUEST)
+            if request[-1].item() == STOP:
+                waiting.discard(src)
+                continue
+            t0 = time.perf_counter()
+            reply, snap_step = self._snapshot()
+            dist.send(reply, dst=src, group=self.group, tag=TAG_REPLY)
+            self._add("comm_s", time.perf_counter() - t0)
+            self._write_back(reply[:-1], request[:-1], snap_step)
+
+
+class _TimedLock:
+    def __init__(self, lock: threading.Lock, add, key: str):
+        self.lock, self.add, self.key = lock, add, key
+
+    def __enter__(self):
+        t0 = time.perf_counter()
+        self.lock.acquire()
+        self.add(self.key, time.perf_counter() - t0)
+
+    def __exit__(self, *exc):
+        self.lock.release()
+
+
+def consensus_distance(vec: torch.Tensor, world_size: int, group=None) -> float:
+    """Mean L2 distance of the learners' weight vectors (P,) from their average (a world collective)."""
+    total = vec.clone()
+    dist.all_reduce(total, group=group)
+    dev = torch.tensor([float(torch.linalg.vector_norm(vec - total / world_size))], dtype=torch.float64)
+    dist.all_reduce(dev, group=group)
+    return float(dev.item()) / world_size
+
+
+def average_over_learners(vec: torch.Tensor, world_size: int, group=None) -> torch.Tensor:
+    """The average over all learners of a vector (P,): identical bits on every learner."""
+    total = vec.clone()
+    dist.all_reduce(total, group=group)
+    return total / world_size

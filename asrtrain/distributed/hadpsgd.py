@@ -1,0 +1,186 @@
+"""Hierarchical ADPSGD: synchronous groups ("super-learners") that gossip asynchronously.
+
+Learners are split into ``G = N / M`` groups of ``M`` consecutive ranks (one node each, normally).
+Inside a group, gradients are all-reduced every step (the group steps as one SSGD learner, loss
+normalised by the group's count). The group leaders (member 0) run ADPSGD among themselves
+(:class:`asrtrain.distributed.comm.Gossip`). A leader's averaging lands in its pending delta, and the
+leader folds it into its weights and broadcasts them inside the group at one step boundary:
+
+- default: in ``before_step`` (after waiting for the leader's round), so the step uses averaged weights;
+- ``delay_by_one``: in ``after_step``, while the leader's round of step k overlaps the compute of step k.
+
+**Invariant:** all members of a group hold identical weights after every step: they start identical
+(broadcast in ``setup``), apply the same all-reduced gradient with the same optimizer state, and the
+only other change (the leader's averaging) reaches everybody by the broadcast at the boundary.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional
+
+import torch
+import torch.distributed as dist
+
+from asrtrain.distributed.adpsgd import GOSSIP_TIMEOUT, summarize
+from asrtrain.distributed.base import Partition, Strategy
+from asrtrain.distributed.comm import Gossip, average_over_learners, check_gossip_size, consensus_distance, \
+    flat_copy, set_flat_
+from asrtrain.distributed.ssgd import all_reduce_grads, broadcast_params
+from asrtrain.errors import AsrError
+
+
+class HADPSGD(Strategy):
+    """H-ADPSGD with groups of ``group_size`` learners.
+
+    Args:
+        rank, world_size: this learner in the job.
+        group_size: M learners per group (``learners_per_node``); N / M must be even.
+        schedule, delay_by_one, seed: as for :class:`asrtrain.distributed.adpsgd.ADPSGD` (leaders).
+        sync_initial_weights: broadcast rank 0's weights to all learners in :meth:`setup` (otherwise
+            only the group leader's inside each group).
+    """
+
+    name = "h-adpsgd"
+
+    def __init__(self, rank: int, world_size: int, group_size: int, schedule: str = "fixed",
+                 delay_by_one: bool = False, seed: int = 1, sync_initial_weights: bool = True):
+        super().__init__(rank, world_size)
+        if group_size < 1 or world_size % group_size:
+            raise AsrError(f"h-adpsgd: {world_size} learners do not split into groups of {group_size}",
+                           fix="make --learners a multiple of --learners-per-node")
+        self.M, self.G = group_size, world_size // group_size
+        check_gossip_size(self.G, "groups (learners / learners-per-node)")
+        self.g, self.member = divmod(rank, self.M)
+        self.leader = self.g * self.M
+        self.is_leader = self.member == 0
+        self.schedule, self.delay_by_one, self.seed = schedule, delay_by_one, seed
+        self.sync_initial_weights = sync_initial_weights
+        self.gossip: Optional[Gossip] = None
+        self._loaded_round = 0
+        self._m: Dict[str, float] = {}
+        self._t_compute: Optional[float] = None
+
+    def partition(self) -> Partition:
+        return Partition(group=self.g, num_groups=self.G, member=self.member, group_size=self.M)
+
+    def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        super().setup(model, optimizer)
+        self.params: List[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
+        # All process groups are created here, in the main thread, by every rank, before any thread.
+        groups = [dist.new_group(list(range(k * self.M, (k + 1) * self.M))) for k in range(self.G)]
+        self.group = groups[self.g]
+        leaders = [k * self.M for k in range(self.G)]
+        gossip_group = dist.new_group(leaders, backend="gloo", timeout=GOSSIP_TIMEOUT)
+        if self.sync_initial_weights:
+            broadcast_params(self.params, src=0)
+        else:
+            self._broadcast_in_group()
+        if self.is_leader:
+            self.gossip = Gossip(self.params, leaders, self.rank, gossip_group, self.schedule,
+                                 self.delay_by_one, self.seed)
+            self.gossip.round = self._loaded_round
+            self.gossip.start()
+
+    # -- one step ----------------------------------------------------------------------------------
+    def global_count(self, local_count: float) -> float:
+        count = torch.tensor([float(local_count)], dtype=torch.float64, device=self.params[0].device)
+        dist.all_reduce(count, group=self.group)
+        return float(count.item())
+
+    def before_step(self, step: int) -> None:
+        g = self.gossip
+        if g is not None:
+            g.check()
+            if self.delay_by_one:
+                g.wait_round()
+                g.trigger()
+            else:
+                g.trigger()
+                g.wait_round()
+        if not self.delay_by_one:
+            self._fold_and_broadcast()
+        super().before_step(step)
+        self._t_compute = time.perf_counter()
+
+    def reduce_gradients(self) -> None:
+        self._slow_down()
+        if self._t_compute is not None:
+            self._add("compute_s", time.perf_counter() - self._t_compute)
+        t0 = time.perf_counter()
+        if self.M > 1:
+            all_reduce_grads(self.params, self.group)
+        self._add("group_comm_s", time.perf_counter() - t0)
+
+    def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.gossip is not None:
+            with self.gossip.locked():
+                optimizer.step()
+                self.gossip.steps += 1
+        else:
+            optimizer.step()
+        self._add("steps", 1)
+
+    def after_step(self, step: int) -> None:
+        if self.delay_by_one:
+            self._fold_and_broadcast()
+
+    def _fold_and_broadcast(self) -> None:
+        if self.gossip is not None:
+            self.gossip.fold()
+        self._broadcast_in_group()
+
+    def _broadcast_in_group(self) -> None:
+        if self.M > 1:
+            t0 = time.perf_counter()
+            broadcast_params(self.params, src=self.leader, group=self.group)
+            self._add("group_comm_s", time.perf_counter() - t0)
+
+    # -- epochs, end ------------------------------------------------------------------------------
+    def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
+        out = values.clone()
+        dist.all_reduce(out)
+        return out
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def end_epoch(self, epoch: int) -> None:
+        """Sample the consensus distance over all learners (a world collective)."""
+        self._m["consensus_distance"] = consensus_distance(self._world_vec(self._effective()),
+                                                           self.world_size)
+
+    def finalize(self, model: torch.nn.Module) -> torch.nn.Module:
+        if self.gossip is not None:
+            self.gossip.stop()
+        self._fold_and_broadcast()
+        mine = self._world_vec(flat_copy(self.params))
+        self._m["consensus_distance"] = consensus_distance(mine, self.world_size)
+        params = [p for p in model.parameters() if p.requires_grad]
+        set_flat_(params, average_over_learners(mine, self.world_size).to(params[0].device))
+        return model
+
+    # -- state and metrics --------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        rnd = self.gossip.round if self.gossip is not None else self._loaded_round
+        return {"round": rnd, "schedule": self.schedule, "seed": self.seed}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self._loaded_round = int(state.get("round", 0))
+        if self.gossip is not None:
+            self.gossip.round = self._loaded_round
+
+    def metrics(self) -> Dict[str, float]:
+        out, self._m = self._m, {}
+        if self.gossip is not None:
+            out.update(self.gossip.metrics())
+        return summarize(out)
+
+    def _add(self, key: str, value: float) -> None:
+        self._m[key] = self._m.get(key, 0.0) + value
+
+    def _effective(self) -> torch.Tensor:
+        return self.gossip.effective() if self.gossip is not None else flat_copy(self.params)
+
+    def _world_vec(self, vec: torch.Tensor) -> torch.Tensor:
+        return vec.to(self.params[0].device) if dist.get_backend() == "nccl" else vec
