@@ -86,21 +86,33 @@ def add_file_log(exp_dir: Path, rank: int) -> None:
         root.setLevel(logging.INFO)
 
 
-def learner_main(rank: int, world_size: int, job: TrainJob) -> Optional[Path]:
+def learner_main(rank: int, world_size: int, job: TrainJob) -> None:
     """Entry point of one learner (in-process, spawned, or under torchrun)."""
-    import torch
     from asrtrain.distributed.factory import make_strategy
-    from asrtrain.train.loop import run, threads_for
+    from asrtrain.train.loop import run
 
     add_file_log(job.exp_dir, rank)
-    torch.set_num_threads(threads_for(job.cfg, min(world_size, job.cfg.dist.learners or 1)))
-    strategy = make_strategy(job.cfg.dist, rank, world_size)
-    return run(rank, world_size, job, strategy)
+    # On resume every learner loads its own weights (ADPSGD learners differ); fresh runs start from
+    # rank 0's weights everywhere.
+    strategy = make_strategy(job.cfg.dist, rank, world_size, seed=job.cfg.train.seed,
+                             sync_initial_weights=not job.resume)
+    run(rank, world_size, job, strategy)
 
 
 def train(job: TrainJob) -> Optional[Path]:
-    """Run the job: one learner here, or N learners through :mod:`asrtrain.distributed.launch`."""
-    from asrtrain.distributed.launch import run_learners
-    log.info("training %s: strategy %s, %d learner(s), %s", job.exp_dir, job.cfg.dist.strategy,
-             job.cfg.dist.learners, "resume" if job.resume else "fresh")
-    return run_learners(learner_main, job, job.cfg.dist)
+    """Run the job: one learner here, or N learners through :mod:`asrtrain.distributed.launch`
+    (spawned locally, or joined under torchrun/srun). Returns ``final.pt`` once written."""
+    from asrtrain.distributed.factory import check_dist_config
+    from asrtrain.distributed.launch import in_launched_group, run_learners
+    from asrtrain.train.loop import threads_for
+
+    d = job.cfg.dist
+    if not in_launched_group():
+        check_dist_config(d, d.learners)
+    log.info("training %s: strategy %s, %d learner(s), %s", job.exp_dir, d.strategy, d.learners,
+             "resume" if job.resume else "fresh")
+    learners = 0 if in_launched_group() and d.learners == 1 else d.learners
+    run_learners(learner_main, job, learners, backend=d.backend, timeout_s=d.timeout_s,
+                 threads=threads_for(job.cfg, d.learners))
+    final = job.exp_dir / "final.pt"
+    return final if final.is_file() and not job.stop_after_steps else None

@@ -104,7 +104,6 @@ def train_one_epoch(model, optimizer, strategy: Strategy, data: AsrDataset, batc
     model.train()
     loss_sum, count_sum = 0.0, 0
     gen = torch.Generator()
-    slow = slowdown_factor(cfg.dist.slowdown, strategy.rank)
     todo = batches[state.batch_index:]
     for batch in prefetch(data, todo):
         lr = lr_at(state.step, cfg.train, total_steps)
@@ -124,8 +123,6 @@ def train_one_epoch(model, optimizer, strategy: Strategy, data: AsrDataset, batc
         strategy.apply_step(optimizer)
         strategy.after_step(state.step)
         compute_s = time.perf_counter() - t0
-        if slow > 1.0:  # benchmarks/tests: emulate a learner `slow` times slower than the others
-            time.sleep((slow - 1.0) * compute_s)
         state.step += 1
         state.batch_index += 1
         loss_sum += float(loss.detach())
@@ -138,19 +135,6 @@ def train_one_epoch(model, optimizer, strategy: Strategy, data: AsrDataset, batc
         if job.stop_after_steps and state.step >= job.stop_after_steps:
             raise StopTraining(state.step)
     return {"train_loss": loss_sum / max(1, count_sum), "train_count": count_sum}
-
-
-def slowdown_factor(spec: str, rank: int) -> float:
-    """``dist.slowdown = "1:3,2:1.5"`` -> 3.0 for rank 1 (a testing and benchmark knob)."""
-    for item in filter(None, (x.strip() for x in spec.split(","))):
-        r, _, f = item.partition(":")
-        try:
-            if int(r) == rank:
-                return float(f)
-        except ValueError:
-            from asrtrain.errors import AsrError
-            raise AsrError(f"dist.slowdown item {item!r} is not rank:factor", fix='e.g. --set dist.slowdown="1:3"')
-    return 1.0
 
 
 class StopTraining(Exception):
@@ -284,6 +268,7 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
                             avg_model=average_weights(model, strategy))
     except StopTraining:
         monitor.close()
+        strategy.close()
         return None
     final = strategy.finalize(model)
     path = None

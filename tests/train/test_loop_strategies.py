@@ -1,0 +1,86 @@
+"""The real training loop under each distributed strategy (spawned gloo learners on CPU)."""
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from asrtrain.cli import cli
+from featfix import make_feat_dir
+
+BASE = ["model.num_layers=1", "model.hidden=16", "model.subsample=2", "model.dropout=0.0",
+        "train.warmup_steps=2", "train.lr=0.01", "train.log_every_steps=2", "train.epochs=2",
+        "train.average_last=1"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("feats")
+    tr = make_feat_dir(root / "train", 40)
+    dev = make_feat_dir(root / "dev", 8, seed=1)
+    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(tr / "text"), "--out", str(root / "tok"),
+                                 "--model-type", "word", "--vocab-size", "30"])
+    assert r.exit_code == 0, r.output
+    return tr, dev, root / "tok" / "tokenizer.model"
+
+
+def train(data, exp, sets, *extra):
+    tr, dev, tok = data
+    args = ["train", "--train-data", str(tr), "--dev-data", str(dev), "--tokenizer", str(tok), "--exp-dir", str(exp)]
+    for s in BASE + sets:
+        args += ["--set", s]
+    return CliRunner().invoke(cli, args + list(extra), catch_exceptions=False)
+
+
+def final(exp):
+    return torch.load(exp / "final.pt", weights_only=False)["model"]
+
+
+def test_ssgd_two_learners_equal_one_learner_with_the_same_global_batch(data, tmp_path):
+    r = train(data, tmp_path / "one", ["train.max_frames=1600"])
+    assert r.exit_code == 0, r.output
+    r = train(data, tmp_path / "two", ["train.max_frames=800"], "--strategy", "ssgd", "--learners", "2")
+    assert r.exit_code == 0, r.output
+    a, b = final(tmp_path / "one"), final(tmp_path / "two")
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=2e-5, rtol=1e-4), (k, (a[k] - b[k]).abs().max())
+    # and training did move the weights (the comparison is not vacuous)
+    init = torch.load(tmp_path / "one" / "checkpoints" / "epoch-0001.rank0.pt", weights_only=False)["model"]
+    assert any(not torch.allclose(init[k], a[k]) for k in a)
+
+
+def test_adpsgd_trains_averages_and_logs_its_metrics(data, tmp_path):
+    exp = tmp_path / "adpsgd"
+    r = train(data, exp, ["train.max_frames=800"], "--strategy", "adpsgd", "--learners", "2",
+              "--averaging", "random", "--delay-by-one")
+    assert r.exit_code == 0, r.output
+    for rank in (0, 1):
+        assert (exp / "checkpoints" / f"epoch-0002.rank{rank}.pt").is_file()
+    log = (exp / "train.log").read_text()
+    assert "exchanges_per_step=" in log and "consensus_distance=" in log and "[1]" in log
+    # final.pt is the average of both learners' last weights
+    m0 = torch.load(exp / "checkpoints" / "epoch-0002.rank0.pt", weights_only=False)
+    m1 = torch.load(exp / "checkpoints" / "epoch-0002.rank1.pt", weights_only=False)
+    f = final(exp)
+    for k in f:
+        assert torch.allclose(f[k], m0["avg_model"][k], atol=1e-6)
+        assert torch.allclose(m0["avg_model"][k], (m0["model"][k] + m1["model"][k]) / 2, atol=1e-5)
+
+
+def test_hadpsgd_group_members_identical_and_resume(data, tmp_path):
+    exp = tmp_path / "h"
+    opts = ["--strategy", "h-adpsgd", "--learners", "4", "--learners-per-node", "2"]
+    r = train(data, exp, ["train.max_frames=600", "train.epochs=3"], *opts, "--stop-after-steps", "3")
+    assert r.exit_code == 0, r.output
+    r = train(data, exp, ["train.max_frames=600", "train.epochs=3"], *opts, "--resume")
+    assert r.exit_code == 0, r.output
+    ck = [torch.load(exp / "checkpoints" / f"epoch-0003.rank{r}.pt", weights_only=False)["model"] for r in range(4)]
+    for k in ck[0]:
+        assert torch.equal(ck[0][k], ck[1][k]) and torch.equal(ck[2][k], ck[3][k]), k
+    assert (exp / "final.pt").is_file()
+
+
+def test_odd_ring_is_refused_before_spawning(data, tmp_path):
+    tr, dev, tok = data
+    r = CliRunner().invoke(cli, ["train", "--train-data", str(tr), "--tokenizer", str(tok), "--exp-dir",
+                                 str(tmp_path / "x"), "--strategy", "adpsgd", "--learners", "3"])
+    assert r.exit_code == 1 and "3" in r.output and "Traceback" not in r.output
