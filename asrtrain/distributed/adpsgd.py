@@ -28,17 +28,44 @@ from typing import Any, Dict, List, Optional
 import torch
 import torch.distributed as dist
 
-from asrtrain.distributed.base import Partition, Strategy
+from asrtrain.distributed.base import Partition
 from asrtrain.distributed.comm import Gossip, average_over_learners, check_gossip_size, consensus_distance, \
     set_flat_
-from asrtrain.distributed.ssgd import broadcast_params
+from asrtrain.distributed.ssgd import Collective, broadcast_params
 
 # The gossip group's recv waits for the next request for as long as actives take to send it
 # (validation, checkpoints); a dead peer is detected by the heartbeat in launch.PeerWatch instead.
 GOSSIP_TIMEOUT = datetime.timedelta(days=7)
 
 
-class ADPSGD(Strategy):
+class GossipState(Collective):
+    """State, metrics and device handling shared by ADPSGD and H-ADPSGD (both own a ``gossip``)."""
+
+    gossip: Optional[Gossip]
+    _loaded_round: int
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The schedule's position; its RNG is derived from (seed, rank, round), so that is all of it."""
+        rnd = self.gossip.round if self.gossip is not None else self._loaded_round
+        return {"round": rnd, "schedule": self.schedule, "seed": self.seed}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self._loaded_round = int(state.get("round", 0))
+        if self.gossip is not None:
+            self.gossip.round = self._loaded_round
+
+    def metrics(self) -> Dict[str, float]:
+        out, self._m = self._m, {}
+        if self.gossip is not None:
+            out.update(self.gossip.metrics())
+        return summarize(out)
+
+    def _world_vec(self, vec: torch.Tensor) -> torch.Tensor:
+        """Float64 CPU vectors go through gloo as they are; NCCL needs them on the GPU."""
+        return vec.to(self.params[0].device) if dist.get_backend() == "nccl" else vec
+
+
+class ADPSGD(GossipState):
     """ADPSGD over all learners of the job.
 
     Args:
@@ -109,14 +136,6 @@ class ADPSGD(Strategy):
         self.gossip.check()
 
     # -- epochs, end ------------------------------------------------------------------------------
-    def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
-        out = values.clone()
-        dist.all_reduce(out)
-        return out
-
-    def barrier(self) -> None:
-        dist.barrier()
-
     def end_epoch(self, epoch: int) -> None:
         """Sample the consensus distance (a world collective: every learner calls end_epoch)."""
         self._m["consensus_distance"] = consensus_distance(self._world_vec(self.gossip.effective()),
@@ -135,31 +154,6 @@ class ADPSGD(Strategy):
 
     def close(self) -> None:
         pass  # the gossip thread is a daemon; finalize() ends it cleanly
-
-    # -- state and metrics --------------------------------------------------------------------------
-    def state_dict(self) -> Dict[str, Any]:
-        """The schedule's position; its RNG is derived from (seed, rank, round), so that is all of it."""
-        rnd = self.gossip.round if self.gossip is not None else self._loaded_round
-        return {"round": rnd, "schedule": self.schedule, "seed": self.seed}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self._loaded_round = int(state.get("round", 0))
-        if self.gossip is not None:
-            self.gossip.round = self._loaded_round
-
-    def metrics(self) -> Dict[str, float]:
-        out, self._m = self._m, {}
-        if self.gossip is not None:
-            out.update(self.gossip.metrics())
-        return summarize(out)
-
-    def _add(self, key: str, value: float) -> None:
-        self._m[key] = self._m.get(key, 0.0) + value
-
-    def _world_vec(self, vec: torch.Tensor) -> torch.Tensor:
-        """Float64 CPU vectors go through gloo as they are; NCCL needs them on the GPU."""
-        return vec.to(self.params[0].device) if dist.get_backend() == "nccl" else vec
-
 
 def summarize(m: Dict[str, float]) -> Dict[str, float]:
     """Add the ratios: exchanges per step and mean staleness (steps between snapshot and write-back)."""

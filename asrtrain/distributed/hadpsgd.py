@@ -17,20 +17,20 @@ only other change (the leader's averaging) reaches everybody by the broadcast at
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import torch
 import torch.distributed as dist
 
-from asrtrain.distributed.adpsgd import GOSSIP_TIMEOUT, summarize
-from asrtrain.distributed.base import Partition, Strategy
+from asrtrain.distributed.adpsgd import GOSSIP_TIMEOUT, GossipState
+from asrtrain.distributed.base import Partition
 from asrtrain.distributed.comm import Gossip, average_over_learners, check_gossip_size, consensus_distance, \
     flat_copy, set_flat_
 from asrtrain.distributed.ssgd import all_reduce_grads, broadcast_params
 from asrtrain.errors import AsrError
 
 
-class HADPSGD(Strategy):
+class HADPSGD(GossipState):
     """H-ADPSGD with groups of ``group_size`` learners.
 
     Args:
@@ -137,14 +137,6 @@ class HADPSGD(Strategy):
             self._add("group_comm_s", time.perf_counter() - t0)
 
     # -- epochs, end ------------------------------------------------------------------------------
-    def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
-        out = values.clone()
-        dist.all_reduce(out)
-        return out
-
-    def barrier(self) -> None:
-        dist.barrier()
-
     def end_epoch(self, epoch: int) -> None:
         """Sample the consensus distance over all learners (a world collective)."""
         self._m["consensus_distance"] = consensus_distance(self._world_vec(self._effective()),
@@ -160,27 +152,6 @@ class HADPSGD(Strategy):
         set_flat_(params, average_over_learners(mine, self.world_size).to(params[0].device))
         return model
 
-    # -- state and metrics --------------------------------------------------------------------------
-    def state_dict(self) -> Dict[str, Any]:
-        rnd = self.gossip.round if self.gossip is not None else self._loaded_round
-        return {"round": rnd, "schedule": self.schedule, "seed": self.seed}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self._loaded_round = int(state.get("round", 0))
-        if self.gossip is not None:
-            self.gossip.round = self._loaded_round
-
-    def metrics(self) -> Dict[str, float]:
-        out, self._m = self._m, {}
-        if self.gossip is not None:
-            out.update(self.gossip.metrics())
-        return summarize(out)
-
-    def _add(self, key: str, value: float) -> None:
-        self._m[key] = self._m.get(key, 0.0) + value
-
     def _effective(self) -> torch.Tensor:
         return self.gossip.effective() if self.gossip is not None else flat_copy(self.params)
 
-    def _world_vec(self, vec: torch.Tensor) -> torch.Tensor:
-        return vec.to(self.params[0].device) if dist.get_backend() == "nccl" else vec

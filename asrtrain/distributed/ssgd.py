@@ -18,7 +18,28 @@ import torch.distributed as dist
 from asrtrain.distributed.base import Partition, Strategy
 
 
-class SSGD(Strategy):
+class Collective(Strategy):
+    """What every multi-learner strategy shares: world collectives and metric counters."""
+
+    _m: Dict[str, float]
+
+    def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
+        out = values.clone()
+        dist.all_reduce(out)
+        return out
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def metrics(self) -> Dict[str, float]:
+        out, self._m = self._m, {}
+        return out
+
+    def _add(self, key: str, value: float) -> None:
+        self._m[key] = self._m.get(key, 0.0) + value
+
+
+class SSGD(Collective):
     """Gradient all-reduce (SUM) in ``group`` (default: the whole job) every step.
 
     Args:
@@ -60,21 +81,6 @@ class SSGD(Strategy):
     def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
         optimizer.step()
         self._add("steps", 1)
-
-    def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
-        out = values.clone()
-        dist.all_reduce(out)
-        return out
-
-    def barrier(self) -> None:
-        dist.barrier()
-
-    def metrics(self) -> Dict[str, float]:
-        out, self._m = self._m, {}
-        return out
-
-    def _add(self, key: str, value: float) -> None:
-        self._m[key] = self._m.get(key, 0.0) + value
 
     def _device(self) -> torch.device:
         params = getattr(self, "params", None)
