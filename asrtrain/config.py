@@ -101,6 +101,7 @@ class TrainConfig:
     max_frames: int = 20000  # frames (before subsampling) per batch, per learner
     max_utts: int = 256
     bucket_width: int = 100  # input frames per length bucket
+    sortagrad: bool = False  # first epoch in order of length, shortest first (Deep Speech 2)
     seed: int = 1
     checkpoint_every_steps: int = 0  # 0 = only at the end of each epoch
     keep_checkpoints: int = 5

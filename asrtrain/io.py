@@ -15,6 +15,9 @@ def atomic_open(path: Path, mode: str = "w", encoding: str = "utf-8") -> Iterato
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
     try:
         kwargs = {} if "b" in mode else {"encoding": encoding}
         with os.fdopen(fd, mode, **kwargs) as fh:

@@ -52,6 +52,20 @@ class BLSTM(nn.Module):
             in_dim = 2 * out_per_dir
         self.dropout = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(in_dim, cfg.num_targets)
+        self._init_forget_bias()
+
+    def _init_forget_bias(self) -> None:
+        """Forget-gate bias 1 (Gers et al. 2000; Jozefowicz et al. 2015): cells keep their state from the
+        start, which shortens CTC's initial all-blank plateau. PyTorch orders gates i, f, g, o."""
+        with torch.no_grad():
+            for layer in self.layers:
+                for name, bias in layer.named_parameters():
+                    if name.startswith("bias_ih"):
+                        h = bias.shape[0] // 4
+                        bias[h:2 * h].fill_(1.0)
+                    elif name.startswith("bias_hh"):
+                        h = bias.shape[0] // 4
+                        bias[h:2 * h].fill_(0.0)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor):
         """``x`` (N, T, D), ``lengths`` (N,) -> log-probs (N, T', V), lengths (N,)."""

@@ -25,6 +25,7 @@ class BatchSpec:
     max_utts: int
     bucket_width: int
     seed: int
+    sortagrad: bool = False
 
 
 def make_batches(lengths: Dict[str, int], spec: BatchSpec, epoch: int, group_size: int = 1
@@ -57,6 +58,10 @@ def make_batches(lengths: Dict[str, int], spec: BatchSpec, epoch: int, group_siz
     if cur:
         batches.append(cur)
     rng.shuffle(batches)
+    if spec.sortagrad and epoch == 0:
+        # SortaGrad (Amodei et al. 2016): short utterances first in the first epoch; CTC aligns them
+        # sooner, which shortens its initial all-blank plateau.
+        batches.sort(key=lambda b: max(lengths[u] for u in b))
     return batches
 
 

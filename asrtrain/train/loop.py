@@ -243,7 +243,8 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     strategy.setup(model, optimizer)
 
     part = strategy.partition()
-    spec = BatchSpec(cfg.train.max_frames, cfg.train.max_utts, cfg.train.bucket_width, cfg.train.seed)
+    spec = BatchSpec(cfg.train.max_frames, cfg.train.max_utts, cfg.train.bucket_width, cfg.train.seed,
+                     cfg.train.sortagrad)
     too_long = oversized(train_data.lengths, cfg.train.max_frames * part.group_size)
     if too_long and strategy.is_main:
         log.warning("%d utterances exceed train.max_frames and get batches of their own", len(too_long))
