@@ -35,7 +35,8 @@ class Corpus:
     train_utts: int
 
 
-def synth_corpus(work: Path, hours: float, dev_utts: int, test_utts: int, tok_type: str, vocab: int) -> Corpus:
+def synth_corpus(work: Path, hours: float, dev_utts: int, test_utts: int, tok_type: str, vocab: int
+                 ) -> Corpus:
     """Synthesise, featurise and tokenize once; later calls with the same sizes reuse ``work/synth_*``."""
     from asrtrain.config import FeatureConfig, TokenizerConfig, load_section
     from asrtrain.corpora.synth.prepare import prepare_synth
@@ -94,6 +95,10 @@ class Run:
         tags = sorted((self.exp / "checkpoints").glob("epoch-*.rank0.pt"))
         return torch.load(tags[-1], weights_only=False)["history"]
 
+    def epoch_seconds(self) -> float:
+        """Rank 0's epochs (training, end-of-epoch collectives, validation), without spawn and set-up."""
+        return sum(row["seconds"] for row in self.history())
+
     def steps(self, rank: int) -> int:
         tags = sorted((self.exp / "checkpoints").glob(f"epoch-*.rank{rank}.pt"))
         return int(torch.load(tags[-1], weights_only=False)["step"])
@@ -116,7 +121,8 @@ def train(work: Path, name: str, corpus: Corpus, sets: Sequence[str], dev: bool 
     return run
 
 
-STEP_RE = re.compile(r"\[(\d+)\] INFO \S+: \[learner \d+\] epoch \d+ step (\d+)/\d+ .*?steps_per_s=([\d.e+-]+)")
+STEP_RE = re.compile(r"\[(\d+)\] INFO \S+: \[learner \d+\] epoch \d+ step (\d+)/\d+ "
+                     r".*?steps_per_s=([\d.e+-]+)")
 
 
 def step_seconds(run: Run, rank: int) -> Optional[float]:

@@ -19,7 +19,8 @@ FRAMES = 200
 
 def train(data, exp, sets, *extra):  # noqa: F811
     tr, dev, tok = data
-    args = ["train", "--train-data", str(tr), "--dev-data", str(dev), "--tokenizer", str(tok), "--exp-dir", str(exp)]
+    args = ["train", "--train-data", str(tr), "--dev-data", str(dev), "--tokenizer", str(tok),
+            "--exp-dir", str(exp)]
     for s in BASE + [f"train.max_frames={FRAMES}"] + sets:
         args += ["--set", s]
     return CliRunner().invoke(cli, args + list(extra), catch_exceptions=False)
@@ -45,7 +46,8 @@ def steps(exp, tag, ranks):
 
 def test_dynamic_balance_lets_the_fast_adpsgd_learner_take_more_batches(data, tmp_path):  # noqa: F811
     exp = tmp_path / "dyn"
-    r = train(data, exp, ["train.balance=dynamic", "dist.slowdown='1:4'"], "--strategy", "adpsgd", "--learners", "2")
+    r = train(data, exp, ["train.balance=dynamic", "dist.slowdown='1:4'"], "--strategy", "adpsgd",
+              "--learners", "2")
     assert r.exit_code == 0, r.output
     t = taken(exp)
     n = [global_batches(data, e) for e in (0, 1)]
@@ -78,7 +80,8 @@ def test_hadpsgd_dynamic_groups_step_together_with_identical_members(data, tmp_p
         assert t[e, 0] + t[e, 2] == global_batches(data, e - 1, group_size=2), t
     s = steps(exp, "epoch-0002", range(4))
     assert s[0] == s[1] and s[2] == s[3]
-    ck = [torch.load(exp / "checkpoints" / f"epoch-0002.rank{r}.pt", weights_only=False)["model"] for r in range(4)]
+    ck = [torch.load(exp / "checkpoints" / f"epoch-0002.rank{r}.pt", weights_only=False)["model"]
+          for r in range(4)]
     for k in ck[0]:
         assert torch.equal(ck[0][k], ck[1][k]) and torch.equal(ck[2][k], ck[3][k]), k
 
