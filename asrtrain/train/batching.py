@@ -117,6 +117,10 @@ class BatchSource:
         """Batches of ``epoch`` this learner still has after ``done`` (None: not known in advance)."""
         return len(learner_batches(self.lengths, self.spec, epoch, self.part)) - done
 
+    def schedule_step(self, step: int) -> int:
+        """The step the lr schedule is evaluated at for this learner's optimizer step ``step``."""
+        return step
+
 
 class DynamicBatchSource(BatchSource):
     """``train.balance = dynamic``: groups claim the epoch's global batches one at a time.
@@ -129,8 +133,9 @@ class DynamicBatchSource(BatchSource):
     past the end of the list ends the epoch for the whole group.
 
     Claims happen right before each step (no prefetch), so a slow learner never holds batches it has
-    not started. Mid-epoch checkpoints are refused (the learners' batch positions do not line up), so a
-    resume always starts an epoch from 0.
+    not started. The lr schedule follows the claimed index (:meth:`schedule_step`). Mid-epoch
+    checkpoints are refused (the learners' batch positions do not line up), so a resume always starts
+    an epoch from 0.
     """
 
     prefetch_depth = 0
@@ -141,6 +146,8 @@ class DynamicBatchSource(BatchSource):
         self.rank, self.timeout_s = rank, timeout_s
         self._store = None
         self.taken: Dict[int, int] = {}  # epoch -> global batches this learner stepped on
+        self._per_epoch = self.steps_per_epoch()
+        self._at = 0.0  # the current batch's position in the job, in static steps
 
     def _connect(self):
         import datetime
@@ -178,12 +185,20 @@ class DynamicBatchSource(BatchSource):
                 break
             self.taken[epoch] += 1
             step += 1
+            self._at = epoch * self._per_epoch + index / self.part.num_groups
             yield slice_for(glob[index], self.lengths, self.part.member, self.part.group_size)
         log.info("epoch %d: learner %d took %d of %d global batches (dynamic balance)", epoch + 1, self.rank,
                  self.taken[epoch], len(glob))
 
     def remaining(self, epoch: int, done: int) -> Optional[int]:
         return None
+
+    def schedule_step(self, step: int) -> int:
+        """The job's progress, not this learner's step count: a fast learner takes more steps than
+        the static share the schedule's ``total_steps`` counts, and must not reach the end of a
+        cosine schedule early. The current global batch index, in static steps, says where the
+        whole job is."""
+        return int(self._at)
 
 
 def batch_source(balance: str, lengths: Dict[str, int], spec: BatchSpec, part: Partition, rank: int,

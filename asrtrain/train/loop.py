@@ -107,7 +107,7 @@ def train_one_epoch(model, optimizer, strategy: Strategy, data: AsrDataset, sour
     gen = torch.Generator()
     todo = source.batches(state.epoch, state.batch_index)
     for batch in prefetch(data, todo, source.prefetch_depth):
-        lr = lr_at(state.step, cfg.train, total_steps)
+        lr = lr_at(source.schedule_step(state.step), cfg.train, total_steps)
         set_lr(optimizer, lr)
         strategy.before_step(state.step)
         gen.manual_seed(cfg.train.seed * 7919 + state.step * 31 + strategy.rank)

@@ -103,3 +103,49 @@ def test_single_learner_dynamic_equals_static(data, tmp_path):  # noqa: F811
     assert train(data, b, ["train.balance=dynamic"]).exit_code == 0
     fa, fb = (torch.load(p / "final.pt", weights_only=False)["model"] for p in (a, b))
     assert all(torch.equal(fa[k], fb[k]) for k in fa)
+
+
+def claim_sources(parts, store, lengths, spec):
+    from asrtrain.train.batching import DynamicBatchSource
+    out = []
+    for p in parts:
+        src = DynamicBatchSource(lengths, spec, p, rank=0)
+        src._store = store  # an in-memory store instead of the rendezvous TCPStore
+        out.append(src)
+    return out
+
+
+def test_dynamic_claims_cover_each_global_batch_once_and_groups_step_together():
+    import torch.distributed as dist
+
+    from asrtrain.distributed.base import Partition
+    lengths = {f"u{i:03d}": 20 + (i * 37) % 90 for i in range(60)}
+    spec = BatchSpec(200, 256, 30, 3)
+    glob = make_batches(lengths, spec, 0, 2)
+    # 2 groups of 2 (H-ADPSGD); group 0 steps three times as often as group 1
+    parts = [Partition(g, 2, m, 2) for g in (0, 1) for m in (0, 1)]
+    g0m0, g0m1, g1m0, g1m1 = claim_sources(parts, dist.HashStore(), lengths, spec)
+    its = [s.batches(0, 0) for s in (g0m0, g0m1, g1m0, g1m1)]
+    seen, lr_steps, done = [], [], [False, False]
+    while not all(done):
+        for g, times in ((0, 3), (1, 1)):
+            for _ in range(times if not done[g] else 0):
+                a, b = next(its[2 * g], None), next(its[2 * g + 1], None)
+                if a is None:
+                    assert b is None  # the member learns the end from the published index
+                    done[g] = True
+                    break
+                seen.append(tuple(sorted(a + b)))
+                assert g0m0.schedule_step(0) == g0m1.schedule_step(0)
+                lr_steps.append((g0m0 if g == 0 else g1m0).schedule_step(0))
+    assert sorted(seen) == sorted(tuple(sorted(b)) for b in glob)  # every global batch once
+    assert g0m0.taken[0] == g0m1.taken[0] > 2 * g1m0.taken[0] and g1m0.taken[0] == g1m1.taken[0]
+    assert lr_steps == sorted(lr_steps) and lr_steps[-1] == (len(glob) - 1) // 2
+
+
+def test_dynamic_source_refuses_a_mid_epoch_start():
+    from asrtrain.distributed.base import Partition
+    from asrtrain.train.batching import DynamicBatchSource
+    src = DynamicBatchSource({"a": 10}, BatchSpec(100, 8, 10, 1), Partition(0, 2, 0, 1), rank=0)
+    with pytest.raises(AsrError, match="middle of epoch"):
+        src.batches(0, 3)
