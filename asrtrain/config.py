@@ -108,12 +108,17 @@ class TrainConfig:
     average_last: int = 3
     log_every_steps: int = 50
     threads: int = 0  # torch intra-op threads per learner; 0 = cores / learners
+    balance: str = "static"  # static: equal share of batches per learner | dynamic: claimed one by one
 
     def validate(self) -> None:
         _choice("train.optimizer", self.optimizer, ("adam", "sgd"))
         _choice("train.anneal", self.anneal, ("exp", "cosine", "none"))
         if self.epochs < 1 or self.max_frames < 1:
             raise AsrError("train.epochs and train.max_frames must be >= 1")
+        _choice("train.balance", self.balance, ("static", "dynamic"))
+        if self.balance == "dynamic" and self.checkpoint_every_steps > 0:
+            raise AsrError("train.balance=dynamic cannot checkpoint mid-epoch (learners' positions differ)",
+                           fix="set train.checkpoint_every_steps=0 or train.balance=static")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ group_size`` utterances). Global batches are dealt to groups round-robin (group 
 batches ``g, g+G, ...``) and each batch is sliced among the group's members, as
 :class:`asrtrain.distributed.base.Partition` describes. Because the batch list is a pure function of
 ``(lengths, seed, epoch)``, the sampler position is just ``(epoch, index)`` and resuming is exact.
+
+That equal static share is ``train.balance = static`` (:class:`BatchSource`). With ``dynamic``
+(:class:`DynamicBatchSource`) groups claim global batches one by one from a shared counter instead,
+so under ADPSGD a fast learner takes more batches rather than waiting for a slow one.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from asrtrain.distributed.base import Partition
+from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
 
@@ -89,3 +94,122 @@ def learner_batches(lengths: Dict[str, int], spec: BatchSpec, epoch: int, part: 
 def oversized(lengths: Dict[str, int], max_frames: int) -> List[str]:
     """Utterances longer than the per-learner frame budget (each will be batched alone)."""
     return [u for u, n in lengths.items() if n > max_frames]
+
+
+class BatchSource:
+    """The batches one learner trains on, epoch by epoch: ``train.balance = static``.
+
+    Static balance deals every group an equal share of the epoch's global batches up front
+    (:func:`learner_batches`). Under ADPSGD a fast learner then finishes its share and waits for the
+    slowest one at the end of the epoch. :class:`DynamicBatchSource` lets groups claim batches instead.
+    """
+
+    #: batches collated ahead of the step by the loop's prefetch thread
+    prefetch_depth = 2
+
+    def __init__(self, lengths: Dict[str, int], spec: BatchSpec, part: Partition):
+        self.lengths, self.spec, self.part = lengths, spec, part
+
+    def steps_per_epoch(self) -> int:
+        """This learner's steps per epoch under static balance (the lr schedule's unit)."""
+        return len(learner_batches(self.lengths, self.spec, 0, self.part))
+
+    def batches(self, epoch: int, start: int) -> Iterator[List[str]]:
+        """This learner's batches of ``epoch`` from its ``start``-th on (resume)."""
+        return iter(learner_batches(self.lengths, self.spec, epoch, self.part)[start:])
+
+    def remaining(self, epoch: int, done: int) -> Optional[int]:
+        """Batches of ``epoch`` this learner still has after ``done`` (None: not known in advance)."""
+        return len(learner_batches(self.lengths, self.spec, epoch, self.part)) - done
+
+    def schedule_step(self, step: int) -> int:
+        """The step the lr schedule is evaluated at for this learner's optimizer step ``step``."""
+        return step
+
+
+class DynamicBatchSource(BatchSource):
+    """``train.balance = dynamic``: groups claim the epoch's global batches one at a time.
+
+    An atomic counter ``asrtrain/claim/e<epoch>`` in the rendezvous store hands out indices into
+    :func:`make_batches`'s list, so each global batch is trained on exactly once per epoch and a fast
+    group simply takes more of them. In a synchronous group (H-ADPSGD) member 0 claims and publishes
+    the index of the group's step ``s`` under ``asrtrain/claim/e<epoch>/g<group>/s<s>``; the other members
+    read it (a blocking get), so the group always steps together, each on its own slice. A claim
+    past the end of the list ends the epoch for the whole group.
+
+    Claims happen right before each step (no prefetch), so a slow learner never holds batches it has
+    not started. The lr schedule follows the claimed index (:meth:`schedule_step`). Mid-epoch
+    checkpoints are refused (the learners' batch positions do not line up), so a resume always starts
+    an epoch from 0.
+    """
+
+    prefetch_depth = 0
+
+    def __init__(self, lengths: Dict[str, int], spec: BatchSpec, part: Partition, rank: int,
+                 timeout_s: float = 60.0):
+        super().__init__(lengths, spec, part)
+        self.rank, self.timeout_s = rank, timeout_s
+        self._store = None
+        self.taken: Dict[int, int] = {}  # epoch -> global batches this learner stepped on
+        self._per_epoch = self.steps_per_epoch()
+        self._at = 0.0  # the current batch's position in the job, in static steps
+
+    def _connect(self):
+        import datetime
+        import os
+
+        import torch.distributed as dist
+        if self._store is None:
+            # Our own client: the process group and the heartbeat use theirs from other threads.
+            host, port = os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT", "29500"))
+            self._store = dist.TCPStore(host, port, None, False,
+                                        timeout=datetime.timedelta(seconds=self.timeout_s))
+        return self._store
+
+    def batches(self, epoch: int, start: int) -> Iterator[List[str]]:
+        if start:
+            raise AsrError(f"train.balance=dynamic cannot resume in the middle of epoch {epoch + 1}",
+                           fix="resume from an epoch checkpoint (train.checkpoint_every_steps=0)")
+        return self._claim(epoch)
+
+    def _claim(self, epoch: int) -> Iterator[List[str]]:
+        store = self._connect()
+        glob = make_batches(self.lengths, self.spec, epoch, self.part.group_size)
+        counter = f"asrtrain/claim/e{epoch}"
+        self.taken[epoch] = 0
+        step = 0
+        while True:
+            key = f"{counter}/g{self.part.group}/s{step}"
+            if self.part.member == 0:
+                index = int(store.add(counter, 1)) - 1
+                if self.part.group_size > 1:
+                    store.set(key, str(index))
+            else:
+                index = int(store.get(key))
+            if index >= len(glob):
+                break
+            self.taken[epoch] += 1
+            step += 1
+            self._at = epoch * self._per_epoch + index / self.part.num_groups
+            yield slice_for(glob[index], self.lengths, self.part.member, self.part.group_size)
+        log.info("epoch %d: learner %d took %d of %d global batches (dynamic balance)", epoch + 1, self.rank,
+                 self.taken[epoch], len(glob))
+
+    def remaining(self, epoch: int, done: int) -> Optional[int]:
+        return None
+
+    def schedule_step(self, step: int) -> int:
+        """The job's progress, not this learner's step count: a fast learner takes more steps than
+        the static share the schedule's ``total_steps`` counts, and must not reach the end of a
+        cosine schedule early. The current global batch index, in static steps, says where the
+        whole job is."""
+        return int(self._at)
+
+
+def batch_source(balance: str, lengths: Dict[str, int], spec: BatchSpec, part: Partition, rank: int,
+                 timeout_s: float = 60.0) -> BatchSource:
+    """The learner's :class:`BatchSource` for ``train.balance``. With one group (single, SSGD) dynamic
+    and static deal the same batches, so the static source serves both."""
+    if balance == "dynamic" and part.num_groups > 1:
+        return DynamicBatchSource(lengths, spec, part, rank, timeout_s)
+    return BatchSource(lengths, spec, part)

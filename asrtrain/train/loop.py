@@ -29,7 +29,7 @@ from asrtrain.config import Config
 from asrtrain.distributed.base import Strategy
 from asrtrain.model.blstm import BLSTM, build_model
 from asrtrain.train import checkpoint as ckpt
-from asrtrain.train.batching import BatchSpec, learner_batches, oversized
+from asrtrain.train.batching import BatchSource, BatchSpec, batch_source, oversized
 from asrtrain.train.dataset import AsrDataset, Batch, prefetch
 from asrtrain.train.lr import lr_at
 from asrtrain.train.monitor import Monitor
@@ -97,16 +97,17 @@ def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.Optimizer
     return torch.optim.Adam(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
 
 
-def train_one_epoch(model, optimizer, strategy: Strategy, data: AsrDataset, batches: List[List[str]],
-                    state: LearnerState, job: TrainJob, total_steps: int, monitor: Monitor) -> Dict[str, float]:
-    """Train over this learner's ``batches`` from ``state.batch_index``; returns epoch totals."""
+def train_one_epoch(model, optimizer, strategy: Strategy, data: AsrDataset, source: BatchSource,
+                    state: LearnerState, job: TrainJob, total_steps: int, monitor: Monitor
+                    ) -> Dict[str, float]:
+    """Train on this learner's batches of ``state.epoch`` from ``state.batch_index``; returns totals."""
     cfg = job.cfg
     model.train()
     loss_sum, count_sum = 0.0, 0
     gen = torch.Generator()
-    todo = batches[state.batch_index:]
-    for batch in prefetch(data, todo):
-        lr = lr_at(state.step, cfg.train, total_steps)
+    todo = source.batches(state.epoch, state.batch_index)
+    for batch in prefetch(data, todo, source.prefetch_depth):
+        lr = lr_at(source.schedule_step(state.step), cfg.train, total_steps)
         set_lr(optimizer, lr)
         strategy.before_step(state.step)
         gen.manual_seed(cfg.train.seed * 7919 + state.step * 31 + strategy.rank)
@@ -130,7 +131,7 @@ def train_one_epoch(model, optimizer, strategy: Strategy, data: AsrDataset, batc
         monitor.step(state, float(loss.detach()) / max(1, count), lr, batch.num_frames, compute_s,
                      strategy.metrics)
         if cfg.train.checkpoint_every_steps and state.step % cfg.train.checkpoint_every_steps == 0 \
-                and state.batch_index < len(batches):
+                and source.remaining(state.epoch, state.batch_index):
             save_checkpoint(model, optimizer, strategy, state, job, tag=f"step-{state.step:08d}")
         if job.stop_after_steps and state.step >= job.stop_after_steps:
             raise StopTraining(state.step)
@@ -248,14 +249,14 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     too_long = oversized(train_data.lengths, cfg.train.max_frames * part.group_size)
     if too_long and strategy.is_main:
         log.warning("%d utterances exceed train.max_frames and get batches of their own", len(too_long))
-    steps_per_epoch = len(learner_batches(train_data.lengths, spec, 0, part))
+    source = batch_source(cfg.train.balance, train_data.lengths, spec, part, rank, cfg.dist.timeout_s)
+    steps_per_epoch = source.steps_per_epoch()
     total_steps = steps_per_epoch * cfg.train.epochs
     monitor = Monitor(job.exp_dir, strategy, cfg.train.log_every_steps, total_steps)
     try:
         while state.epoch < cfg.train.epochs:
-            batches = learner_batches(train_data.lengths, spec, state.epoch, part)
             t0 = time.time()
-            totals = train_one_epoch(model, optimizer, strategy, train_data, batches, state, job, total_steps,
+            totals = train_one_epoch(model, optimizer, strategy, train_data, source, state, job, total_steps,
                                      monitor)
             strategy.end_epoch(state.epoch)
             dev_loss = compute_validation_loss(model, strategy, dev_data, cfg) if dev_data else float("nan")

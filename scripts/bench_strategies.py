@@ -1,0 +1,212 @@
+#!/usr/bin/env python
+"""Benchmarks of the distributed strategies on this machine, 1 torch thread per learner (issue 3).
+
+Every run is a real ``asrtrain train`` (prepare_job + spawned learners) on the synthetic corpus, which
+the script synthesises, featurises and tokenizes once into ``--work`` (default ./bench_out) and reuses.
+Model for all parts: the recipe's BLSTM-CTC (recipes/synth/conf/train.yaml: stack 4, subsample 4) made
+smaller, ``model.num_layers=2 model.hidden=128`` (``--quick``: 1 x 32), warmup 10 steps, cosine anneal.
+
+1. step: per-step time of ADPSGD (2 learners) over single (1 learner), same per-learner batch,
+   read from the learners' own ``steps_per_s`` log windows (median, first window dropped); with and
+   without --delay-by-one. Target <= 1.15.
+2. hetero: 2 learners, rank 1 slowed 3x (dist.slowdown 1:3): training utterances per wall-clock second
+   over all epochs (rank 0's epoch times: waits at epoch ends included, no dev set; the figure with
+   process spawn and set-up included is printed too) of ADPSGD with train.balance=dynamic
+   over SSGD; the ideal ratio for N learners with one slowed 3x is ((N-1) + 1/3) / (N/3) = 2.0 for N=2.
+   ADPSGD with the default static balance is reported too: it waits for the straggler every epoch.
+3. convergence: test WER (greedy) of single (max_frames 4F) vs ADPSGD (4 learners, F each) vs
+   H-ADPSGD (4 learners, 2 per group, F each), same epochs (--epochs, 10), same global batch (F = 1000).
+4. largebatch: final dev loss after --lb-epochs (5) epochs at global batches of 1, 2, 4, 8 x 2000 frames,
+   SSGD vs ADPSGD with 2 learners, relative to SSGD at the base batch (lr not rescaled);
+   writes largebatch.png and largebatch.md into --work.
+
+Full-run data: --hours 0.3 of synthetic training speech (~330 utterances), 100 dev and 200 test
+utterances; parts 1 and 2 use max_frames 4000 per learner, 2 and 3 epochs.
+
+    python scripts/bench_strategies.py                    # everything (see --help for sizes)
+    python scripts/bench_strategies.py --parts step,hetero
+    python scripts/bench_strategies.py --quick            # smoke test, ~2-3 minutes
+
+The last three lines are ``adpsgd_step_over_single``, ``hetero_adpsgd_over_ssgd``, ``hetero_ideal``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_common import Corpus, decode_wer, markdown_table, step_seconds, synth_corpus, train  # noqa: E402
+
+PARTS = ("step", "hetero", "convergence", "largebatch")
+
+
+def sizes(quick: bool, args) -> dict:
+    """Every size the parts use; --quick shrinks them so the whole script is a smoke test."""
+    if quick:
+        return dict(hours=0.02, dev_utts=16, test_utts=16, tok=("char", 60), model=(1, 32), frames=1500,
+                    step_epochs=2, hetero_epochs=1, conv_frames=800, conv_epochs=1, lb_base=1500,
+                    lb_mult=(1, 2), lb_epochs=1, log_every=1)
+    return dict(hours=args.hours, dev_utts=100, test_utts=200, tok=("unigram", 200), model=(2, 128),
+                frames=4000, step_epochs=2, hetero_epochs=3, conv_frames=1000, conv_epochs=args.epochs,
+                lb_base=2000, lb_mult=(1, 2, 4, 8), lb_epochs=args.lb_epochs, log_every=5)
+
+
+def common_sets(s: dict) -> list:
+    layers, hidden = s["model"]
+    return [f"model.num_layers={layers}", f"model.hidden={hidden}", "train.threads=1",
+            "train.warmup_steps=10",
+            f"train.log_every_steps={s['log_every']}", "train.average_last=1", "dist.timeout_s=120"]
+
+
+def strategy_sets(strategy: str, learners: int, per_node: int = 0, dbo: bool = False) -> list:
+    out = [f"dist.strategy={strategy}", f"dist.learners={learners}"]
+    if per_node:
+        out.append(f"dist.learners_per_node={per_node}")
+    if dbo:
+        out.append("dist.delay_by_one=true")
+    return out
+
+
+def part_step(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
+    print("== 1. step time: ADPSGD (2 learners) vs single, 1 thread each, "
+          f"max_frames {s['frames']} per learner", flush=True)
+    base = common_sets(s) + [f"train.max_frames={s['frames']}", f"train.epochs={s['step_epochs']}"]
+    single = train(work, "step_single", corpus, base + strategy_sets("single", 1))
+    t1 = step_seconds(single, 0)
+    for label, dbo in (("", False), ("_dbo", True)):
+        run = train(work, f"step_adpsgd{label}", corpus, base + strategy_sets("adpsgd", 2, dbo=dbo))
+        per = [step_seconds(run, r) for r in (0, 1)]
+        t2 = sum(per) / 2
+        print(f"step_seconds_single: {t1:.4f}")
+        print(f"step_seconds_adpsgd{label}: {t2:.4f} (rank0 {per[0]:.4f}, rank1 {per[1]:.4f})")
+        print(f"adpsgd{label}_step_over_single: {t2 / t1:.3f}  (delay_by_one={dbo}; target <= 1.15)",
+              flush=True)
+        results[f"adpsgd{label}_step_over_single"] = t2 / t1
+
+
+def part_hetero(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
+    n, epochs = 2, s["hetero_epochs"]
+    print(f"== 2. heterogeneity: {n} learners, rank 1 slowed 3x, {epochs} epochs of {corpus.train_utts} "
+          "utterances, training utterances per wall-clock second", flush=True)
+    base = common_sets(s) + [f"train.max_frames={s['frames']}", f"train.epochs={epochs}",
+                             "dist.slowdown='1:3'"]
+    rate, rate_call = {}, {}
+    for name, sets in (("ssgd", strategy_sets("ssgd", n)),
+                       ("adpsgd_dynamic", strategy_sets("adpsgd", n) + ["train.balance=dynamic"]),
+                       ("adpsgd_static", strategy_sets("adpsgd", n))):
+        run = train(work, f"hetero_{name}", corpus, base + sets)
+        rate[name] = corpus.train_utts * epochs / run.epoch_seconds()
+        rate_call[name] = corpus.train_utts * epochs / run.wall_s
+        steps = [run.steps(r) for r in range(n)]
+        print(f"hetero_utts_per_s_{name}: {rate[name]:.2f} over the epochs ({run.epoch_seconds():.1f} s); "
+              f"{rate_call[name]:.2f} over the whole call with spawn ({run.wall_s:.1f} s); "
+              f"steps per learner {steps}")
+    ideal = ((n - 1) + 1 / 3) / (n / 3)
+    results["hetero_adpsgd_over_ssgd"] = rate["adpsgd_dynamic"] / rate["ssgd"]
+    results["hetero_ideal"] = ideal
+    print(f"hetero_adpsgd_over_ssgd_with_spawn: {rate_call['adpsgd_dynamic'] / rate_call['ssgd']:.3f}  "
+          "(process start-up and set-up included)")
+    print(f"hetero_adpsgd_static_over_ssgd: {rate['adpsgd_static'] / rate['ssgd']:.3f}  "
+          "(static balance: the fast learner waits for the slow one at every epoch end)")
+    print(f"hetero_adpsgd_over_ssgd: {results['hetero_adpsgd_over_ssgd']:.3f}  (train.balance=dynamic) "
+          f"ideal {ideal:.2f}, measured/ideal {results['hetero_adpsgd_over_ssgd'] / ideal:.2f} "
+          "(target >= 0.9)", flush=True)
+
+
+def part_convergence(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
+    f, epochs = s["conv_frames"], s["conv_epochs"]
+    print(f"== 3. convergence: test WER after {epochs} epochs, global batch {4 * f} frames", flush=True)
+    base = common_sets(s) + [f"train.epochs={epochs}"]
+    runs = {"single": base + strategy_sets("single", 1) + [f"train.max_frames={4 * f}"],
+            "adpsgd": base + strategy_sets("adpsgd", 4) + [f"train.max_frames={f}"],
+            "hadpsgd": base + strategy_sets("h-adpsgd", 4, per_node=2) + [f"train.max_frames={f}"]}
+    wer = {}
+    for name, sets in runs.items():
+        wer[name] = decode_wer(train(work, f"conv_{name}", corpus, sets), corpus)
+        print(f"convergence_wer_{name}: {wer[name]:.2f}", flush=True)
+    if wer["single"] > 80:
+        print("NOTE: single-learner WER > 80%: too little training for the comparison to mean much "
+              "(raise --hours / --epochs)")
+    for name in ("adpsgd", "hadpsgd"):
+        rel = (wer[name] - wer["single"]) / max(wer["single"], 1e-9)
+        results[f"convergence_{name}_rel"] = rel
+        print(f"convergence_{name}_rel: {rel:+.3f}  (target within +-0.10)")
+
+
+def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
+    b, epochs = s["lb_base"], s["lb_epochs"]
+    print(f"== 4. large batch: dev loss after {epochs} epochs, global batch = m x {b} frames, 2 learners",
+          flush=True)
+    base = common_sets(s) + [f"train.epochs={epochs}"]
+    loss = {}
+    for m in s["lb_mult"]:
+        per = b * m // 2
+        for name, strat in (("ssgd", "ssgd"), ("adpsgd", "adpsgd")):
+            sets = base + strategy_sets(strat, 2) + [f"train.max_frames={per}"]
+            run = train(work, f"lb_{name}_{m}x", corpus, sets, dev=True)
+            loss[name, m] = run.history()[-1]["dev_loss"]
+    ref = loss["ssgd", s["lb_mult"][0]]
+    rows = [[m * b, m, loss["ssgd", m], loss["adpsgd", m], loss["ssgd", m] / ref, loss["adpsgd", m] / ref]
+            for m in s["lb_mult"]]
+    table = markdown_table(["global max_frames", "x base", "SSGD dev loss", "ADPSGD dev loss",
+                            "SSGD / base", "ADPSGD / base"], rows)
+    (work / "largebatch.md").write_text(f"Dev loss after {epochs} epochs, 2 learners; base = SSGD at "
+                                        f"{b} frames.\n\n{table}\n")
+    print(table)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for i, name in ((4, "SSGD"), (5, "ADPSGD")):
+        ax.plot([r[0] for r in rows], [r[i] for r in rows], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("global batch (padded frames)")
+    ax.set_ylabel("dev loss / SSGD base-batch dev loss")
+    ax.set_title(f"Large batch, {epochs} epochs, 2 learners")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(work / "largebatch.png", dpi=120)
+    print(f"wrote {work / 'largebatch.png'} and {work / 'largebatch.md'}", flush=True)
+    results["largebatch_adpsgd_over_ssgd_at_max"] = rows[-1][5] / rows[-1][4]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, default=Path("bench_out"), help="cache and output dir")
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: a ~2-3 minute smoke test")
+    ap.add_argument("--hours", type=float, default=0.3, help="synthetic training speech (full run)")
+    ap.add_argument("--epochs", type=int, default=10, help="convergence epochs (full run)")
+    ap.add_argument("--lb-epochs", type=int, default=5, help="large-batch epochs (full run)")
+    args = ap.parse_args()
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    bad = [p for p in parts if p not in PARTS]
+    if bad:
+        ap.error(f"unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    s = sizes(args.quick, args)
+    work = args.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    corpus = synth_corpus(work, s["hours"], s["dev_utts"], s["test_utts"], *s["tok"])
+    print(f"corpus: {corpus.train_utts} training utterances ({s['hours']} h) in {corpus.train.parent}; "
+          f"learner logs in {work / 'learners.log'}", flush=True)
+    results: dict = {}
+    fns = {"step": part_step, "hetero": part_hetero, "convergence": part_convergence,
+           "largebatch": part_largebatch}
+    for p in parts:
+        fns[p](work, corpus, s, results)
+    print(f"total {time.time() - t0:.0f} s")
+    for key in ("adpsgd_step_over_single", "hetero_adpsgd_over_ssgd", "hetero_ideal"):
+        if key in results:
+            print(f"{key}: {results[key]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
