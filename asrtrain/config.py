@@ -188,6 +188,11 @@ def _coerce(value: Any, typ: Any, where: str, path: Optional[str], line: Optiona
     elif typ is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads "2e-3" (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
     elif typ is str:
         if isinstance(value, str):
             return value
@@ -232,6 +237,18 @@ def _key_lines(text: str) -> Dict[str, int]:
     except yaml.YAMLError:
         pass
     return out
+
+
+def _field_type(cls, dotted: str):
+    """The declared type of ``section.key`` in ``cls`` (None when there is no such field)."""
+    for part in dotted.split("."):
+        if not is_dataclass(cls):
+            return None
+        hints = typing.get_type_hints(cls)
+        if part not in hints:
+            return None
+        cls = hints[part]
+    return cls
 
 
 def parse_override(text: str) -> Tuple[str, Any]:
@@ -286,6 +303,8 @@ def load_config(path: Optional[Path] = None, overrides: Iterable[str] = (),
         data = _deep_merge(data, loaded)
     for item in overrides:
         key, value = parse_override(item)
+        if _field_type(Config, key) is str:  # keep "1:4" a string (YAML 1.1 would read 64)
+            value = item.split("=", 1)[1]
         node = data
         parts = key.split(".")
         for part in parts[:-1]:

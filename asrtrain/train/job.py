@@ -75,7 +75,7 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
                     resume=resume, stop_after_steps=stop_after_steps)
 
 
-def add_file_log(exp_dir: Path, rank: int) -> None:
+def add_file_log(exp_dir: Path, rank: int) -> logging.Handler:
     """Append this learner's log lines to ``<exp>/train.log`` (one line per write, rank-tagged)."""
     handler = logging.FileHandler(Path(exp_dir) / "train.log")
     handler.setFormatter(logging.Formatter(f"%(asctime)s [{rank}] %(levelname)s %(name)s: %(message)s",
@@ -84,6 +84,7 @@ def add_file_log(exp_dir: Path, rank: int) -> None:
     root.addHandler(handler)
     if root.level > logging.INFO or root.level == logging.NOTSET:
         root.setLevel(logging.INFO)
+    return handler
 
 
 def learner_main(rank: int, world_size: int, job: TrainJob) -> None:
@@ -91,12 +92,16 @@ def learner_main(rank: int, world_size: int, job: TrainJob) -> None:
     from asrtrain.distributed.factory import make_strategy
     from asrtrain.train.loop import run
 
-    add_file_log(job.exp_dir, rank)
+    handler = add_file_log(job.exp_dir, rank)
     # On resume every learner loads its own weights (ADPSGD learners differ); fresh runs start from
     # rank 0's weights everywhere.
     strategy = make_strategy(job.cfg.dist, rank, world_size, seed=job.cfg.train.seed,
                              sync_initial_weights=not job.resume)
-    run(rank, world_size, job, strategy)
+    try:
+        run(rank, world_size, job, strategy)
+    finally:  # in-process runs (tests, benchmarks) must not keep writing into this run's log
+        logging.getLogger().removeHandler(handler)
+        handler.close()
 
 
 def train(job: TrainJob) -> Optional[Path]:

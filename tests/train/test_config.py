@@ -52,3 +52,8 @@ def test_bad_yaml_key_on_cli_is_one_line(tmp_path):
     assert r.exit_code == 1
     err = r.output.strip().splitlines()
     assert len(err) == 1 and "c.yaml:2" in err[0] and "Traceback" not in r.output
+
+
+def test_string_override_is_not_read_as_a_yaml_number():
+    assert load_config(None, ["dist.slowdown=1:4"]).dist.slowdown == "1:4"
+    assert load_config(None, ["train.lr=2e-3"]).train.lr == 0.002
