@@ -305,6 +305,8 @@ def load_config(path: Optional[Path] = None, overrides: Iterable[str] = (),
         key, value = parse_override(item)
         if _field_type(Config, key) is str:  # keep "1:4" a string (YAML 1.1 would read 64)
             value = item.split("=", 1)[1]
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]  # --set "dist.slowdown='1:4'" is the same as dist.slowdown=1:4
         node = data
         parts = key.split(".")
         for part in parts[:-1]:

@@ -56,4 +56,5 @@ def test_bad_yaml_key_on_cli_is_one_line(tmp_path):
 
 def test_string_override_is_not_read_as_a_yaml_number():
     assert load_config(None, ["dist.slowdown=1:4"]).dist.slowdown == "1:4"
+    assert load_config(None, ["dist.slowdown='1:4'"]).dist.slowdown == "1:4"
     assert load_config(None, ["train.lr=2e-3"]).train.lr == 0.002
