@@ -77,7 +77,7 @@ fi
 if run_stage 2; then
   echo "stage 2: tokenizer"
   if done_or "$exp/tokenizer/.done"; then
-    $asrtrain tokenizer train --text "$data/train/text" --out "$exp/tokenizer" --model-type unigram --vocab-size 400
+    $asrtrain tokenizer train --text "$data/train/text" --out "$exp/tokenizer" --model-type unigram --vocab-size 300
     touch "$exp/tokenizer/.done"
   fi
 fi
