@@ -285,11 +285,11 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
 def write_final(job: TrainJob, model) -> Path:
     """``final.pt``: the average of the last ``train.average_last`` epochs' averaged models."""
     from asrtrain.io import atomic_torch_save
-    k = job.cfg.train.average_last
+    k = min(job.cfg.train.average_last, len(ckpt.epoch_checkpoints(job.exp_dir)))
     state = ckpt.average_last(job.exp_dir, k) if k > 1 else model.state_dict()
     path = job.exp_dir / "final.pt"
     atomic_torch_save({"model": state, "averaged": k}, path)
-    log.info("final model (average of last %d epochs) -> %s", k, path)
+    log.info("final model (average of the last %d epoch(s)) -> %s", max(1, k), path)
     return path
 
 
