@@ -109,12 +109,9 @@ def all_reduce_grads(params: List[torch.Tensor], group=None) -> None:
 
 def broadcast_params(params: List[torch.Tensor], src: int, group=None) -> None:
     """Overwrite every learner's parameters in ``group`` with global rank ``src``'s."""
+    from asrtrain.distributed.comm import set_flat_
+
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     dist.broadcast(flat, src=src, group=group)
-    offset = 0
-    with torch.no_grad():
-        for p in params:
-            n = p.numel()
-            p.copy_(flat[offset:offset + n].view_as(p))
-            offset += n
+    set_flat_(params, flat)
 

@@ -4,26 +4,14 @@ import re
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from asrtrain.cli import cli
 from asrtrain.data.validate import find_problems
 from asrtrain.data.datadir import (DataDir, Segment, read_datadir, split_speakers,
                                    write_datadir)
 from sphere_fixture import make_data_dir, tone, write_sphere
 
 
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
-def one_error(result) -> str:
-    """The single ``asrtrain: error:`` line of a failed run (no traceback anywhere)."""
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("asrtrain: error:")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
+from cli_helpers import one_error, run  # noqa: E402,F401
 
 
 @pytest.fixture

@@ -7,9 +7,7 @@ import kaldiio
 import numpy as np
 import pytest
 import soundfile as sf
-from click.testing import CliRunner
 
-from asrtrain.cli import cli
 from asrtrain.config import FeatureConfig
 from asrtrain.data.audio import load_audio
 from asrtrain.features.fbank import fbank
@@ -17,16 +15,7 @@ from asrtrain.features.reader import FeatureReader
 from sphere_fixture import make_data_dir, tone, write_sphere
 
 
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
-def one_error(result) -> str:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("asrtrain: error:")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
+from cli_helpers import one_error, run  # noqa: E402,F401
 
 
 @pytest.fixture
