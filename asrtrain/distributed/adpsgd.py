@@ -44,6 +44,14 @@ class GossipState(Collective):
     gossip: Optional[Gossip]
     _loaded_round: int
 
+    def _init_gossip_state(self, schedule: str, delay_by_one: bool, seed: int, sync_initial_weights: bool) -> None:
+        self.schedule, self.delay_by_one, self.seed = schedule, delay_by_one, seed
+        self.sync_initial_weights = sync_initial_weights
+        self.gossip = None
+        self._loaded_round = 0
+        self._m = {}
+        self._t_compute: Optional[float] = None
+
     def state_dict(self) -> Dict[str, Any]:
         """The schedule's position; its RNG is derived from (seed, rank, round), so that is all of it."""
         rnd = self.gossip.round if self.gossip is not None else self._loaded_round
@@ -82,12 +90,7 @@ class ADPSGD(GossipState):
                  seed: int = 1, sync_initial_weights: bool = True):
         super().__init__(rank, world_size)
         check_gossip_size(world_size)
-        self.schedule, self.delay_by_one, self.seed = schedule, delay_by_one, seed
-        self.sync_initial_weights = sync_initial_weights
-        self.gossip: Optional[Gossip] = None
-        self._loaded_round = 0
-        self._m: Dict[str, float] = {}
-        self._t_compute: Optional[float] = None
+        self._init_gossip_state(schedule, delay_by_one, seed, sync_initial_weights)
 
     def partition(self) -> Partition:
         return Partition(group=self.rank, num_groups=self.world_size, member=0, group_size=1)

@@ -17,7 +17,7 @@ only other change (the leader's averaging) reaches everybody by the broadcast at
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional
+from typing import List
 
 import torch
 import torch.distributed as dist
@@ -54,12 +54,7 @@ class HADPSGD(GossipState):
         self.g, self.member = divmod(rank, self.M)
         self.leader = self.g * self.M
         self.is_leader = self.member == 0
-        self.schedule, self.delay_by_one, self.seed = schedule, delay_by_one, seed
-        self.sync_initial_weights = sync_initial_weights
-        self.gossip: Optional[Gossip] = None
-        self._loaded_round = 0
-        self._m: Dict[str, float] = {}
-        self._t_compute: Optional[float] = None
+        self._init_gossip_state(schedule, delay_by_one, seed, sync_initial_weights)
 
     def partition(self) -> Partition:
         return Partition(group=self.g, num_groups=self.G, member=self.member, group_size=self.M)
