@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence
 
-from asrtrain.corpora.swbd import NOISE_TOKENS, Segment, find_sph, wav_scp_entries, write_data_dir
+from asrtrain.corpora.swbd import NOISE_TOKENS, Segment, find_sph, with_audio, write_data_dir
 from asrtrain.data.table import read_table, spk2utt_from_utt2spk, write_table
 from asrtrain.errors import AsrError
 
@@ -146,13 +146,7 @@ def prepare_fisher(fisher_dirs: Sequence, out_dir, *, sph2pipe: Optional[str] = 
         if n != 11699:
             log.warning("fisher: expected 11699 %s files (both parts), found %d", what, n)
     segments = read_fisher_transcripts(trans, keep_noise)
-    recos = sorted({s.reco for s in segments})
-    wav, reco2fc = wav_scp_entries(sph, recos, sph2pipe)
-    missing = [r for r in recos if r not in wav]
-    if missing:
-        log.warning("fisher: %d of %d conversation sides have transcripts but no audio, e.g. %s; "
-                    "their utterances are left out", len(missing), len(recos), missing[0])
-    segments = [s for s in segments if s.reco in wav]
+    segments, wav, reco2fc = with_audio(segments, sph, sph2pipe, "fisher")
     if not segments:
         raise AsrError("no Fisher utterance has both a transcript and audio", fisher_dirs[0])
     out_dir = Path(out_dir)

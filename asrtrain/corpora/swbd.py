@@ -289,6 +289,19 @@ def resolve_sph2pipe(sph2pipe: Optional[str], example: Path) -> str:
     return found
 
 
+def with_audio(segments: List[Segment], sph: Dict[str, Path], sph2pipe: Optional[str], corpus: str):
+    """Keep the segments whose conversation side has audio; warn (with an example) about the others.
+
+    Returns ``(segments, wav_scp, reco2file_and_channel)`` for the recordings that remain."""
+    recos = sorted({s.reco for s in segments})
+    wav, reco2fc = wav_scp_entries(sph, recos, sph2pipe)
+    missing = [r for r in recos if r not in wav]
+    if missing:
+        log.warning("%s: %d of %d conversation sides have transcripts but no audio, e.g. %s; "
+                    "their utterances are left out", corpus, len(missing), len(recos), missing[0])
+    return [s for s in segments if s.reco in wav], wav, reco2fc
+
+
 def wav_scp_entries(sph: Dict[str, Path], recos: Sequence[str], sph2pipe: Optional[str] = None
                     ) -> Tuple[Dict[str, str], Dict[str, str]]:
     """wav.scp and reco2file_and_channel entries for recordings ``<file>-A`` / ``<file>-B``.
@@ -418,13 +431,7 @@ def prepare_swbd(swbd_dir, out_dir, *, trans_dir=None, sph2pipe: Optional[str] =
     if len(sph) not in (2435, 2438):
         log.warning("swbd: expected 2435 or 2438 .sph files (LDC97S62), found %d", len(sph))
     segments = build_segments(read_ms98(trans_root), acronym_map, keep_noise)
-    used = sorted({s.reco for s in segments})
-    wav, reco2fc = wav_scp_entries(sph, used, sph2pipe)
-    missing = [r for r in used if r not in wav]
-    if missing:
-        log.warning("swbd: %d of %d conversation sides have transcripts but no audio, e.g. %s; "
-                    "their utterances are left out", len(missing), len(used), missing[0])
-    segments = [s for s in segments if s.reco in wav]
+    segments, wav, reco2fc = with_audio(segments, sph, sph2pipe, "swbd")
     if not segments:
         raise AsrError("no utterance has both a transcript and audio", swbd_dir,
                        fix="check that the ms98 transcripts belong to this LDC97S62 copy")
