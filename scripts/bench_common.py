@@ -121,6 +121,32 @@ def train(work: Path, name: str, corpus: Corpus, sets: Sequence[str], dev: bool 
     return run
 
 
+def train_concurrently(work: Path, names: Sequence[str], corpus: Corpus, sets: Sequence[str]) -> List[Run]:
+    """Several independent ``asrtrain train`` processes at once (no dev set): the same CPU load as a
+    multi-learner job without any communication, the fair baseline for communication overhead."""
+    import subprocess
+
+    exe = Path(sys.executable).parent / "asrtrain"
+    procs, t0 = [], time.perf_counter()
+    with open(Path(work) / "learners.log", "a") as logf:
+        for name in names:
+            exp = Path(work) / "runs" / name
+            if exp.exists():
+                shutil.rmtree(exp)
+            cmd = [str(exe), "train", "--config", str(RECIPE / "train.yaml"), "--train-data", str(corpus.train),
+                   "--tokenizer", str(corpus.tokenizer), "--exp-dir", str(exp)]
+            for s in sets:
+                cmd += ["--set", s]
+            procs.append((name, exp, subprocess.Popen(cmd, stdout=logf, stderr=logf)))
+        runs = []
+        for name, exp, proc in procs:
+            if proc.wait() != 0:
+                raise SystemExit(f"bench: concurrent run {name} failed (see {Path(work) / 'learners.log'})")
+            runs.append(Run(exp, time.perf_counter() - t0))
+    print(f"  [{', '.join(names)}] {time.perf_counter() - t0:.1f} s, concurrently", flush=True)
+    return runs
+
+
 STEP_RE = re.compile(r"\[(\d+)\] INFO \S+: \[learner \d+\] epoch \d+ step (\d+)/\d+ "
                      r".*?steps_per_s=([\d.e+-]+)")
 
