@@ -5,16 +5,16 @@ communication thread (:class:`asrtrain.distributed.comm.Gossip`) averages them p
 neighbours (active even ranks ask, passive odd ranks answer), so the learners drift together without
 ever waiting for the slowest one. The main thread's calls, per step ``k``:
 
-- ``before_step(k)``: fold any averaging that has landed into the parameters. Active learners then start
-  round ``k`` of their schedule:
+- ``before_step(k)``: fold any averaging that has landed into the parameters; active learners then
+  start round ``k`` of their schedule, whose snapshot is the weights ``x_k`` the gradient of step ``k``
+  is computed on. The round runs on the communication thread while the main thread computes.
+- ``apply_step``: ``optimizer.step()`` under the averaging lock, then:
 
-  - default: start the round and wait for it, so the gradient of step ``k`` is computed on freshly
-    averaged weights (communication is not overlapped).
-  - ``delay_by_one``: wait for round ``k-1`` (normally long done), start round ``k`` and return at once.
-    The gradient of step ``k`` is computed on the weights read now, while round ``k`` runs, and is applied
-    after the averaging started at step ``k``: communication overlaps one full step.
-
-- ``apply_step``: ``optimizer.step()`` under the averaging lock, then fold what has landed.
+  - default: wait for round ``k`` and fold it, so ``x_{k+1} = avg(x_k) - lr * g(x_k)`` (Lian et al.'s
+    update; the delta is additive, so folding after the step is the same as before it). Communication
+    overlaps the gradient computation of its own step.
+  - ``delay_by_one``: fold round ``k`` only if it has landed; otherwise step ``k + 1`` waits for it
+    before starting round ``k + 1``. Communication may overlap one full further step.
 
 Loss normalisation: each learner is an independent SGD on its own batch, so the count is its own.
 """
@@ -113,12 +113,8 @@ class ADPSGD(GossipState):
         g.check()
         if self.delay_by_one:
             g.wait_round()
-            g.fold()
-            g.trigger()
-        else:
-            g.trigger()
-            g.wait_round()
-            g.fold()
+        g.fold()
+        g.trigger()
         super().before_step(step)
         self._t_compute = time.perf_counter()
 
@@ -132,6 +128,8 @@ class ADPSGD(GossipState):
         with g.locked():
             optimizer.step()
             g.steps += 1
+        if not self.delay_by_one:
+            g.wait_round()  # round k lands before step k ends: x_{k+1} = avg(x_k) - lr * g(x_k)
         g.fold()
         self._add("steps", 1)
 

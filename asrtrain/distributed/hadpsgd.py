@@ -4,10 +4,10 @@ Learners are split into ``G = N / M`` groups of ``M`` consecutive ranks (one nod
 Inside a group, gradients are all-reduced every step (the group steps as one SSGD learner, loss
 normalised by the group's count). The group leaders (member 0) run ADPSGD among themselves
 (:class:`asrtrain.distributed.comm.Gossip`). A leader's averaging lands in its pending delta, and the
-leader folds it into its weights and broadcasts them inside the group at one step boundary:
-
-- default: in ``before_step`` (after waiting for the leader's round), so the step uses averaged weights;
-- ``delay_by_one``: in ``after_step``, while the leader's round of step k overlaps the compute of step k.
+leader folds it into its weights and broadcasts them inside the group in ``after_step``. The leader's
+round k starts in ``before_step`` and overlaps the group's compute of step k; by default ``after_step``
+waits for it (step k ends with averaged weights), with ``delay_by_one`` it folds it only if it has
+landed, and step k + 1 waits for it before starting round k + 1.
 
 **Invariant:** all members of a group hold identical weights after every step: they start identical
 (broadcast in ``setup``), apply the same all-reduced gradient with the same optimizer state, and the
@@ -89,12 +89,7 @@ class HADPSGD(GossipState):
             g.check()
             if self.delay_by_one:
                 g.wait_round()
-                g.trigger()
-            else:
-                g.trigger()
-                g.wait_round()
-        if not self.delay_by_one:
-            self._fold_and_broadcast()
+            g.trigger()  # the round overlaps the group's gradient computation
         super().before_step(step)
         self._t_compute = time.perf_counter()
 
@@ -117,8 +112,9 @@ class HADPSGD(GossipState):
         self._add("steps", 1)
 
     def after_step(self, step: int) -> None:
-        if self.delay_by_one:
-            self._fold_and_broadcast()
+        if self.gossip is not None and not self.delay_by_one:
+            self.gossip.wait_round()  # round k lands before step k ends (see ADPSGD)
+        self._fold_and_broadcast()
 
     def _fold_and_broadcast(self) -> None:
         if self.gossip is not None:

@@ -16,7 +16,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 stage=0
 stop_stage=100
-hours=1.5
+hours=4
 seed=1
 nj=2
 work=$here
@@ -77,7 +77,7 @@ fi
 if run_stage 2; then
   echo "stage 2: tokenizer"
   if done_or "$exp/tokenizer/.done"; then
-    $asrtrain tokenizer train --text "$data/train/text" --out "$exp/tokenizer" --model-type unigram --vocab-size 300
+    $asrtrain tokenizer train --text "$data/train/text" --out "$exp/tokenizer" --model-type unigram --vocab-size 150
     touch "$exp/tokenizer/.done"
   fi
 fi
