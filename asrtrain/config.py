@@ -140,12 +140,14 @@ class DistConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    method: str = "greedy"  # greedy | beam
+    method: str = "greedy"  # greedy | beam | lexicon (vocabulary-constrained, word LM with --lm)
     beam_size: int = 8
     batch_frames: int = 40000
+    lm_weight: float = 1.0  # lexicon search: weight of ln p_LM(word | history)
+    word_bonus: float = 4.0  # lexicon search: added per word (balances the LM's per-word cost)
 
     def validate(self) -> None:
-        _choice("decode.method", self.method, ("greedy", "beam"))
+        _choice("decode.method", self.method, ("greedy", "beam", "lexicon"))
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,23 @@ import click
 @click.argument("exp_dir", type=click.Path(path_type=Path))
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.argument("out_dir", type=click.Path(path_type=Path))
-@click.option("--method", type=click.Choice(["greedy", "beam"]), help="Search (default: the exp config's).")
-@click.option("--beam-size", type=int, help="Prefix beam width for --method beam.")
+@click.option("--method", type=click.Choice(["greedy", "beam", "lexicon"]),
+              help="Search (default: the exp config's; --lm or --words imply lexicon).")
+@click.option("--beam-size", type=int, help="Beam width for --method beam or lexicon.")
 @click.option("--checkpoint", type=click.Path(path_type=Path), help="Model file instead of EXP_DIR/final.pt.")
+@click.option("--lm", type=click.Path(path_type=Path),
+              help="Word n-gram LM (ARPA, e.g. from asrtrain lm train) fused into the lexicon search.")
+@click.option("--words", type=click.Path(path_type=Path),
+              help="Vocabulary for the lexicon search, one word per line (default: the LM's words).")
+@click.option("--lm-weight", type=float, help="LM weight (default: the exp config's decode.lm_weight).")
+@click.option("--word-bonus", type=float, help="Per-word bonus (default: decode.word_bonus).")
 def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], beam_size: Optional[int],
-           checkpoint: Optional[Path]) -> None:
-    """Decode the feature dir DATA_DIR into OUT_DIR/text (and OUT_DIR/ctm when DATA_DIR has segments)."""
+           checkpoint: Optional[Path], lm: Optional[Path], words: Optional[Path], lm_weight: Optional[float],
+           word_bonus: Optional[float]) -> None:
+    """Decode the feature dir DATA_DIR into OUT_DIR/text (and OUT_DIR/ctm when DATA_DIR has segments).
+
+    With --lm (or --words), hypotheses are restricted to the vocabulary's words and scored with the
+    word LM: a CTC prefix beam search with shallow fusion."""
     from asrtrain.decode.run import decode as run
 
-    run(exp_dir, data_dir, out_dir, method, beam_size, checkpoint)
+    run(exp_dir, data_dir, out_dir, method, beam_size, checkpoint, lm, words, lm_weight, word_bonus)

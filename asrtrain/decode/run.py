@@ -75,9 +75,15 @@ def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int):
 
 
 def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] = None,
-           beam_size: Optional[int] = None, checkpoint: Optional[Path] = None) -> Dict[str, int]:
+           beam_size: Optional[int] = None, checkpoint: Optional[Path] = None, lm: Optional[Path] = None,
+           words: Optional[Path] = None, lm_weight: Optional[float] = None,
+           word_bonus: Optional[float] = None) -> Dict[str, int]:
     """Decode every utterance of ``data_dir``; writes ``out_dir/text`` and, when the data dir has
-    ``segments`` (and optionally ``reco2file_and_channel``), ``out_dir/ctm``."""
+    ``segments`` (and optionally ``reco2file_and_channel``), ``out_dir/ctm``.
+
+    ``lm`` (an ARPA word n-gram) or ``words`` (a vocabulary) select the lexicon search
+    (:mod:`asrtrain.decode.lexicon`); its vocabulary is ``words``, or else the LM's.
+    """
     from asrtrain.decode.ctc import greedy, prefix_beam_search
     from asrtrain.decode.ctm import ctm_lines, words_with_times
     from asrtrain.text.tokenizer import Tokenizer
@@ -87,9 +93,12 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
         raise AsrError("this model was trained with CE targets; decode it with Kaldi",
                        Path(exp_dir) / "config.yaml", fix="use asrtrain forward, then latgen-faster-mapped")
     check_features(cfg, data_dir)
-    method = method or cfg.decode.method
+    method = "lexicon" if (lm or words) else (method or cfg.decode.method)
     beam = beam_size or cfg.decode.beam_size
+    lm_weight = cfg.decode.lm_weight if lm_weight is None else lm_weight
+    word_bonus = cfg.decode.word_bonus if word_bonus is None else word_bonus
     tok = Tokenizer(Path(exp_dir) / "tokenizer.model")
+    search = _lexicon_search(tok, lm, words, beam, lm_weight, word_bonus) if method == "lexicon" else None
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     segments = _segments(data_dir)
     reco2fc = _reco2fc(data_dir)
@@ -100,7 +109,9 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     audio_s = 0.0
     for utt, lp in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames):
         audio_s += lp.shape[0] * frame_s
-        if method == "beam":
+        if search is not None:
+            tokens, frames, _ = search(lp)
+        elif method == "beam":
             tokens, frames, _ = prefix_beam_search(lp, beam=beam)
         else:
             tokens, frames, _ = greedy(lp)
@@ -114,9 +125,37 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
         ctm.sort(key=lambda line: (line.split()[0], line.split()[1], float(line.split()[2])))
         atomic_write_text(out_dir / "ctm", "".join(line + "\n" for line in ctm))
     elapsed = time.time() - t0
-    log.info("decoded %d utterances (%s) in %.1f s, %.1fx real time -> %s", len(hyps), method, elapsed,
+    how = method if method == "greedy" else f"{method}, beam {beam}"
+    if method == "lexicon":
+        how += f", lm {lm or 'none'}, lm_weight {lm_weight:g}, word_bonus {word_bonus:g}"
+    log.info("decoded %d utterances (%s) in %.1f s, %.1fx real time -> %s", len(hyps), how, elapsed,
              audio_s / max(elapsed, 1e-9), out_dir)
     return {"utterances": len(hyps), "ctm_words": len(ctm)}
+
+
+def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], beam: int, lm_weight: float,
+                    word_bonus: float):
+    """The lexicon search as a function of one utterance's log-probs."""
+    from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search, read_words
+    from asrtrain.lm.ngram import read_arpa
+
+    if lm_path is None and words_path is None:
+        raise AsrError("the lexicon search needs a vocabulary",
+                       fix="pass --lm lm.arpa (asrtrain lm train) or --words words.txt")
+    lm = read_arpa(Path(lm_path)) if lm_path else None
+    vocab = read_words(words_path) if words_path else lm.vocab
+    pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+    lexicon = Lexicon(vocab, pieces)
+    unk = tok.sp.unk_id()
+    unspellable = [w for w in vocab if unk in tok.sp.encode(w)]
+    if len(unspellable) == len(vocab):
+        raise AsrError("no vocabulary word can be spelled with the tokenizer's pieces",
+                       Path(words_path or lm_path), fix="check that the vocabulary matches the transcripts")
+    if unspellable:
+        log.warning("%d of %d vocabulary words cannot be spelled with the tokenizer's pieces (e.g. %s); "
+                    "they will never be recognised", len(unspellable), len(vocab), unspellable[0])
+    return lambda lp: lexicon_beam_search(lp, lexicon, lm, beam=beam, lm_weight=lm_weight,
+                                          word_bonus=word_bonus)
 
 
 def _segments(data_dir: Path) -> Optional[Dict[str, Tuple[str, float, float]]]:

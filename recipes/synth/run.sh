@@ -6,9 +6,9 @@
 # Stages (each skipped when its .done marker exists; delete the marker to redo it):
 #   0  synthesise the corpus            data/{train,dev,test}     (asrtrain prepare synth)
 #   1  features + CMVN                  dump/{train,dev,test}     (asrtrain features)
-#   2  tokenizer                        exp/tokenizer             (asrtrain tokenizer train)
+#   2  tokenizer and word trigram LM    exp/tokenizer exp/lm      (asrtrain tokenizer train, lm train)
 #   3  train the BLSTM-CTC model        exp/blstm                 (asrtrain train)
-#   4  decode dev and test              exp/blstm/decode_{dev,test}
+#   4  decode dev and test (LM fused)   exp/blstm/decode_{dev,test}
 #   5  score                            WER table (last line: test)
 # Everything is written below the recipe dir (or --work DIR). The shell only sequences asrtrain calls.
 set -euo pipefail
@@ -75,10 +75,14 @@ if run_stage 1; then
 fi
 
 if run_stage 2; then
-  echo "stage 2: tokenizer"
+  echo "stage 2: tokenizer and language model"
   if done_or "$exp/tokenizer/.done"; then
     $asrtrain tokenizer train --text "$data/train/text" --out "$exp/tokenizer" --model-type unigram --vocab-size 150
     touch "$exp/tokenizer/.done"
+  fi
+  if done_or "$exp/lm/.done"; then
+    $asrtrain lm train --text "$data/train/text" --out "$exp/lm" --order 3
+    touch "$exp/lm/.done"
   fi
 fi
 
@@ -98,7 +102,7 @@ if run_stage 4; then
   echo "stage 4: decode"
   for part in dev test; do
     if done_or "$exp/blstm/decode_$part/.done"; then
-      $asrtrain decode "$exp/blstm" "$dump/$part" "$exp/blstm/decode_$part"
+      $asrtrain decode "$exp/blstm" "$dump/$part" "$exp/blstm/decode_$part" --lm "$exp/lm/lm.arpa"
       touch "$exp/blstm/decode_$part/.done"
     fi
   done

@@ -1,0 +1,156 @@
+"""CTC prefix beam search over word pieces, constrained to a word vocabulary, with a word n-gram LM.
+
+What Kaldi's decoding graph or flashlight's lexicon decoder give a CTC model: hypotheses may only spell
+words of the vocabulary, and each finished word adds ``lm_weight * ln p(word | history) + word_bonus``
+(shallow fusion). Words are spelled by any sequence of sentencepiece pieces, not only the tokenizer's
+canonical one: a piece starting with ``▁`` starts a word, others continue it, and the word so far must be
+a prefix of a vocabulary word. A word is scored when the next one starts or the utterance ends (then
+``</s>`` is scored too); a hypothesis ending inside a word is dropped.
+
+Hypotheses are token prefixes, as in :func:`asrtrain.decode.ctc.prefix_beam_search` (blank and
+non-blank scores), and return the same ``(tokens, frames, score)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from asrtrain.decode.ctc import NEG_INF, _lse
+
+WORD_START = "\u2581"
+
+
+class Lexicon:
+    """The vocabulary as a set of words and of all their prefixes, and the pieces' spellings."""
+
+    def __init__(self, words: Iterable[str], pieces: Sequence[str]):
+        self.words: Set[str] = {w for w in words if w}
+        self.prefixes: Set[str] = {w[:i] for w in self.words for i in range(len(w) + 1)}
+        self.starts = [p.startswith(WORD_START) for p in pieces]
+        self.spell = [p[1:] if s else p for p, s in zip(pieces, self.starts)]
+
+
+@dataclass
+class _Hyp:
+    pb: float  # ends in blank
+    pnb: float  # ends in its last token
+    frames: Tuple[int, ...]
+    lm: float  # LM and word-bonus part, words finished so far
+    state: tuple  # LM state after the finished words
+    partial: str  # the word being spelled
+
+
+def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: int = 16,
+                        lm_weight: float = 0.5, word_bonus: float = 0.0, blank: int = 0,
+                        prune: float = -10.0, token_beam: int = 10) -> Tuple[List[int], List[int], float]:
+    """Best vocabulary-constrained path through ``log_probs`` (T, V); ``lm`` is an
+    :class:`asrtrain.lm.ngram.NgramLM` or ``None`` (vocabulary constraint and word bonus only).
+
+    Per frame, only the ``token_beam`` most likely tokens with a log-probability above ``prune`` extend
+    the ``beam`` hypotheses."""
+    begin = lm.begin_state() if lm is not None else ()
+    beams: Dict[Tuple[int, ...], _Hyp] = {(): _Hyp(0.0, NEG_INF, (), 0.0, begin, "")}
+    word_cache: Dict[Tuple[tuple, str], Tuple[float, tuple]] = {}
+
+    def finish(state: tuple, word: str) -> Tuple[float, tuple]:
+        key = (state, word)
+        if key not in word_cache:
+            if lm is None:
+                word_cache[key] = (word_bonus, state)
+            else:
+                lp, nxt = lm.score(state, word)
+                word_cache[key] = (lm_weight * lp + word_bonus, nxt)
+        return word_cache[key]
+
+    def extend(h: _Hyp, k: int) -> Optional[Tuple[float, tuple, str]]:
+        """(lm part, state, partial) after appending token ``k`` to ``h``, or None if no word fits."""
+        spell = lexicon.spell[k]
+        if lexicon.starts[k] and h.partial:
+            if h.partial not in lexicon.words:
+                return None
+            add, state = finish(h.state, h.partial)
+            return (h.lm + add, state, spell) if spell in lexicon.prefixes else None
+        partial = h.partial + spell
+        return (h.lm, h.state, partial) if partial in lexicon.prefixes else None
+
+    T = log_probs.shape[0]
+    for t in range(T):
+        row = log_probs[t]
+        top = np.argpartition(row, -token_beam)[-token_beam:] if row.shape[0] > token_beam \
+            else np.arange(row.shape[0])
+        cand = [int(k) for k in top if row[k] >= prune and k != blank]
+        p_blank = float(row[blank])
+        nxt: Dict[Tuple[int, ...], _Hyp] = {}
+
+        def add(prefix, pb, pnb, frames, lm_part, state, partial):
+            e = nxt.get(prefix)
+            if e is None:
+                nxt[prefix] = _Hyp(pb, pnb, frames, lm_part, state, partial)
+            else:
+                e.pb, e.pnb = _lse(e.pb, pb), _lse(e.pnb, pnb)
+
+        for prefix, h in beams.items():
+            total = _lse(h.pb, h.pnb)
+            add(prefix, total + p_blank, NEG_INF, h.frames, h.lm, h.state, h.partial)
+            last = prefix[-1] if prefix else None
+            for k in cand:
+                p = float(row[k])
+                if k == last:
+                    add(prefix, NEG_INF, h.pnb + p, h.frames, h.lm, h.state, h.partial)  # held
+                    if h.pb == NEG_INF:
+                        continue
+                    ext = extend(h, k)
+                    if ext is not None:
+                        add(prefix + (k,), NEG_INF, h.pb + p, h.frames + (t,), *ext)
+                else:
+                    ext = extend(h, k)
+                    if ext is not None:
+                        add(prefix + (k,), NEG_INF, total + p, h.frames + (t,), *ext)
+        ranked = sorted(nxt.items(), key=lambda kv: _lse(kv[1].pb, kv[1].pnb) + kv[1].lm, reverse=True)
+        beams = dict(ranked[:beam])
+
+    best, best_score = None, NEG_INF
+    for prefix, h in beams.items():
+        score = _lse(h.pb, h.pnb) + h.lm
+        state = h.state
+        if h.partial:
+            if h.partial not in lexicon.words:
+                continue
+            add_, state = finish(state, h.partial)
+            score += add_
+        if lm is not None:
+            score += lm_weight * lm.end_score(state)
+        if score > best_score:
+            best, best_score = (prefix, h), score
+    if best is None:  # every hypothesis ends inside a word: fall back to the best one as it is
+        prefix, h = max(beams.items(), key=lambda kv: _lse(kv[1].pb, kv[1].pnb) + kv[1].lm)
+        return list(prefix), list(h.frames), _lse(h.pb, h.pnb) + h.lm
+    prefix, h = best
+    return list(prefix), list(h.frames), best_score
+
+
+def read_words(path) -> List[str]:
+    """A vocabulary file: one word per line (Kaldi ``words.txt`` with ids is accepted too)."""
+    from pathlib import Path
+
+    from asrtrain.errors import AsrError
+
+    path = Path(path)
+    if not path.is_file():
+        raise AsrError("vocabulary file not found", path, fix="pass --words a file with one word per line")
+    words = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) > 2:
+            raise AsrError("expected one word (optionally followed by an integer id) per line", path, lineno)
+        if parts[0] not in ("<eps>", "<s>", "</s>", "<unk>", "#0"):
+            words.append(parts[0])
+    if not words:
+        raise AsrError("vocabulary file has no words", path)
+    return words
+

@@ -1,0 +1,220 @@
+"""Word n-gram language models: train (interpolated modified Kneser-Ney), write and read ARPA, score.
+
+Training follows Chen & Goodman (1998) as SRILM's ``ngram-count -kndiscount -interpolate`` and KenLM's
+``lmplz`` do: the highest order uses real counts, lower orders use continuation counts (the number of
+distinct words seen before an n-gram), each order has three discounts D1, D2, D3+ from its
+counts-of-counts, and every order is interpolated with the next lower one (the unigrams with the
+uniform distribution over the vocabulary). Written as ARPA, a seen n-gram's entry is its interpolated
+probability and a context's backoff weight is its interpolation weight, so any ARPA reader (SRILM,
+KenLM, Kaldi's ``arpa2fst``) computes the same probabilities as :meth:`NgramLM.logprob`.
+
+Sentences are wrapped in ``<s> ... </s>``; ``<unk>`` is in the vocabulary with its share of the uniform
+mass only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, Iterable, List, Sequence, Tuple
+
+from asrtrain.errors import AsrError
+from asrtrain.io import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+LN10 = math.log(10.0)
+Ngram = Tuple[str, ...]
+
+
+def _discounts(counts: Dict[Ngram, int], order: int) -> Tuple[float, float, float]:
+    """Modified KN discounts (D1, D2, D3+) of one order from its counts-of-counts."""
+    n = [0, 0, 0, 0, 0]
+    for c in counts.values():
+        if c <= 4:
+            n[c] += 1
+    n1, n2, n3, n4 = n[1], n[2], n[3], n[4]
+    if n1 and n2 and n3 and n4:
+        y = n1 / (n1 + 2 * n2)
+        d = (1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3)
+        if all(0 < d[k] < k + 1 for k in range(3)):
+            return d
+    # Too little data for the counts-of-counts to define them (tiny corpora): one absolute discount.
+    y = n1 / (n1 + 2 * n2) if n1 + n2 else 0.5
+    y = min(max(y, 0.1), 0.9)
+    log.info("order %d: counts-of-counts %s do not define modified KN discounts; using D=%.2f", order,
+             n[1:], y)
+    return (y, y, y)
+
+
+class NgramLM:
+    """A backoff n-gram model: ``probs[k][ngram] = log10 p``, ``bows[k][context] = log10 backoff``."""
+
+    def __init__(self, order: int, probs: List[Dict[Ngram, float]], bows: List[Dict[Ngram, float]]):
+        self.order = order
+        self.probs, self.bows = probs, bows
+        self.vocab = sorted(w for (w,) in probs[0] if w not in (BOS, EOS, UNK))
+
+    # -- scoring --------------------------------------------------------------------------------
+    def logprob10(self, context: Sequence[str], word: str) -> float:
+        """log10 p(word | context) with standard backoff (context: the preceding words, any length)."""
+        context = tuple(context)[-(self.order - 1):] if self.order > 1 else ()
+        backoff = 0.0
+        for k in range(len(context), -1, -1):
+            h = context[len(context) - k:]
+            p = self.probs[k].get(h + (word,))
+            if p is not None:
+                return backoff + p
+            backoff += self.bows[k - 1].get(h, 0.0) if k else 0.0
+        return backoff + self.probs[0].get((UNK,), -99.0)
+
+    def begin_state(self) -> Ngram:
+        return (BOS,)
+
+    def score(self, state: Ngram, word: str) -> Tuple[float, Ngram]:
+        """(natural-log p(word | state), next state); states are the longest known history, <= order-1."""
+        lp = self.logprob10(state, word) * LN10
+        nxt = (state + (word,))[-(self.order - 1):] if self.order > 1 else ()
+        while nxt and nxt not in self.bows[len(nxt) - 1]:
+            nxt = nxt[1:]  # as KenLM: forget history the model has never seen as a context
+        return lp, nxt
+
+    def end_score(self, state: Ngram) -> float:
+        return self.logprob10(state, EOS) * LN10
+
+    def sentence_logprob10(self, words: Sequence[str]) -> float:
+        hist, total = [BOS], 0.0
+        for w in list(words) + [EOS]:
+            total += self.logprob10(hist, w)
+            hist.append(w)
+        return total
+
+    # -- ARPA -----------------------------------------------------------------------------------
+    def write_arpa(self, path: Path) -> None:
+        lines = ["", "\\data\\"]
+        lines += [f"ngram {k + 1}={len(self.probs[k])}" for k in range(self.order)]
+        for k in range(self.order):
+            lines += ["", f"\\{k + 1}-grams:"]
+            for ng in sorted(self.probs[k]):
+                row = f"{self.probs[k][ng]:.6f}\t{' '.join(ng)}"
+                if k < self.order - 1 and ng in self.bows[k]:
+                    row += f"\t{self.bows[k][ng]:.6f}"
+                lines.append(row)
+        lines += ["", "\\end\\", ""]
+        atomic_write_text(Path(path), "\n".join(lines))
+
+
+def read_arpa(path: Path) -> NgramLM:
+    """Parse an ARPA file; malformed input is a one-line error naming the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise AsrError("language model not found", path, fix="train one with asrtrain lm train")
+    declared: Dict[int, int] = {}
+    probs: List[Dict[Ngram, float]] = []
+    bows: List[Dict[Ngram, float]] = []
+    section = None
+    with open(path, encoding="utf-8", errors="strict") as f:
+        try:
+            for lineno, raw in enumerate(f, 1):
+                line = raw.strip()
+                if not line:
+                    continue
+                if line == "\\data\\":
+                    section = 0
+                elif line == "\\end\\":
+                    break
+                elif line.startswith("ngram ") and section == 0:
+                    k, _, n = line[6:].partition("=")
+                    declared[int(k)] = int(n)
+                elif line.startswith("\\") and line.endswith("-grams:"):
+                    section = int(line[1:-7])
+                    if section != len(probs) + 1:
+                        raise ValueError(f"section \\{section}-grams: out of order")
+                    probs.append({})
+                    bows.append({})
+                elif section:
+                    parts = line.split()
+                    if len(parts) not in (section + 1, section + 2):
+                        raise ValueError(f"expected log10-prob, {section} word(s) and an optional backoff")
+                    ng = tuple(parts[1:section + 1])
+                    probs[-1][ng] = float(parts[0])
+                    if len(parts) == section + 2:
+                        bows[-1][ng] = float(parts[-1])
+                elif section is None:
+                    continue  # text before \data\ is allowed (comments)
+                else:
+                    raise ValueError("unexpected line in the header")
+        except (ValueError, UnicodeDecodeError) as err:
+            raise AsrError(f"malformed ARPA file ({err})", path, lineno,
+                           fix="regenerate it with asrtrain lm train, SRILM or KenLM") from None
+    if not probs or any(len(probs[k - 1]) != n for k, n in declared.items() if k <= len(probs)):
+        raise AsrError("ARPA file's n-gram counts do not match its \\data\\ header (truncated?)", path,
+                       fix="regenerate it with asrtrain lm train")
+    return NgramLM(len(probs), probs, bows)
+
+
+def read_sentences(text_path: Path) -> Iterable[List[str]]:
+    """Word lists of a Kaldi text file (the first field, the utterance id, is dropped)."""
+    from asrtrain.data.table import iter_lines
+
+    for _, line in iter_lines(Path(text_path)):
+        parts = line.split()
+        if len(parts) > 1:
+            yield parts[1:]
+
+
+def train_ngram(sentences: Iterable[Sequence[str]], order: int = 3) -> NgramLM:
+    """Interpolated modified Kneser-Ney n-gram model of ``order`` from word sequences."""
+    if order < 1:
+        raise AsrError(f"--order must be >= 1, got {order}")
+    counts: List[Dict[Ngram, int]] = [defaultdict(int) for _ in range(order)]
+    n_sent = 0
+    for words in sentences:
+        n_sent += 1
+        seq = [BOS] + list(words) + [EOS]
+        for i in range(1, len(seq)):
+            ng = tuple(seq[max(0, i - order + 1):i + 1])
+            counts[len(ng) - 1][ng] += 1  # the highest order available at this position
+    if not n_sent:
+        raise AsrError("no sentences to train a language model on")
+    # Lower orders: continuation counts N1+(. ng), the number of distinct words seen left of ng. The
+    # n-grams starting with <s> have nothing to their left and keep the real counts counted above.
+    for k in range(order - 1, 0, -1):
+        cont: Dict[Ngram, int] = defaultdict(int)
+        for ng in counts[k]:
+            cont[ng[1:]] += 1
+        counts[k - 1].update(cont)
+    vocab = {w for (w,) in counts[0]} | {UNK, EOS}
+    probs: List[Dict[Ngram, float]] = [dict() for _ in range(order)]
+    bows: List[Dict[Ngram, float]] = [dict() for _ in range(order)]
+    lin: List[Dict[Ngram, float]] = [dict() for _ in range(order)]  # interpolated probabilities
+    for k in range(order):
+        d = _discounts(counts[k], k + 1)
+        by_ctx: Dict[Ngram, List[Ngram]] = defaultdict(list)
+        for ng in counts[k]:
+            by_ctx[ng[:-1]].append(ng)
+        for ctx, ngs in by_ctx.items():
+            total = sum(counts[k][ng] for ng in ngs)
+            gamma = sum(d[min(counts[k][ng], 3) - 1] for ng in ngs) / total
+            for ng in ngs:
+                c = counts[k][ng]
+                # every suffix of a counted n-gram is counted one order down (continuation counts)
+                lower = lin[k - 1][ng[1:]] if k else 1.0 / len(vocab)
+                lin[k][ng] = (c - d[min(c, 3) - 1]) / total + gamma * lower
+            if k:
+                bows[k - 1][ctx] = gamma
+            else:
+                for w in vocab - {ng[0] for ng in ngs}:
+                    lin[0][(w,)] = gamma / len(vocab)
+    for k in range(order):
+        probs[k] = {ng: math.log10(p) for ng, p in lin[k].items()}
+        bows[k] = {ctx: math.log10(g) for ctx, g in bows[k].items()}
+    probs[0][(BOS,)] = -99.0  # never predicted; listed so that it can be a context
+    bows[0].setdefault((BOS,), 0.0)
+    log.info("n-gram LM: %d sentences, %d words in the vocabulary, %s n-grams", n_sent, len(vocab),
+             " ".join(f"{k + 1}:{len(probs[k])}" for k in range(order)))
+    return NgramLM(order, probs, bows)
+
