@@ -97,6 +97,19 @@ def test_decode_and_average_cli(data, tmp_path):
         assert r.exit_code == 0, r.output
         lines = (out / "text").read_text().splitlines()
         assert [l.split()[0] for l in lines] == sorted(l.split()[0] for l in (dev / "text").read_text().splitlines())
+    # lexicon search with a word LM of the training transcripts: only vocabulary words come out
+    r = CliRunner().invoke(cli, ["lm", "train", "--text", str(tr / "text"), "--out", str(tmp_path / "lm")])
+    assert r.exit_code == 0, r.output
+    vocab = set((tmp_path / "lm" / "words.txt").read_text().split())
+    out = tmp_path / "dec_lm"
+    r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(out), "--lm", str(tmp_path / "lm" / "lm.arpa"),
+                                 "--beam-size", "8"])
+    assert r.exit_code == 0, r.output
+    lines = (out / "text").read_text().splitlines()
+    assert len(lines) == len((dev / "text").read_text().splitlines())
+    assert {w for l in lines for w in l.split()[1:]} <= vocab
+    r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "x"), "--method", "lexicon"])
+    assert r.exit_code == 1 and "needs a vocabulary" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(cli, ["average", str(exp), "--last", "2", "--out", str(tmp_path / "avg.pt")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "avg.pt").is_file()

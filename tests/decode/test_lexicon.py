@@ -1,0 +1,67 @@
+"""Vocabulary-constrained CTC search with a word LM."""
+
+import numpy as np
+
+from asrtrain.decode.ctc import prefix_beam_search
+from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search
+from asrtrain.lm.ngram import train_ngram
+
+# piece ids: 0 blank, then pieces of a toy sentencepiece inventory
+PIECES = ["<blank>", "\u2581ca", "t", "r", "\u2581the", "\u2581a", "\u2581dog", "\u2581cat", "s"]
+
+
+def frames(*dists, floor=1e-4):
+    """(T, V) log-probs: each frame a dict {piece: prob}, the rest shared by blank and a floor."""
+    rows = []
+    for d in dists:
+        row = np.full(len(PIECES), floor)
+        for piece, p in d.items():
+            row[PIECES.index(piece)] = p
+        row[0] = max(row[0], 1.0 - sum(d.values()))
+        rows.append(np.log(row / row.sum()))
+    return np.array(rows)
+
+
+def words(tokens):
+    return "".join(PIECES[t] for t in tokens).replace("\u2581", " ").split()
+
+
+def test_out_of_vocabulary_spelling_is_corrected():
+    # greedy reads "ca r" -> "car", which is not a word; "cat" (spelled ca+t) is, with some evidence for t
+    lp = frames({"\u2581ca": 0.9}, {}, {"r": 0.5, "t": 0.4}, {})
+    assert words(prefix_beam_search(lp, beam=8)[0]) == ["car"]
+    lex = Lexicon(["cat", "the", "a", "dog"], PIECES)
+    toks, fr, _ = lexicon_beam_search(lp, lex, None, beam=8)
+    assert words(toks) == ["cat"] and len(fr) == len(toks)
+
+
+def test_any_segmentation_of_a_word_is_accepted():
+    lex = Lexicon(["cat"], PIECES)
+    one = frames({"\u2581cat": 0.9}, {})
+    two = frames({"\u2581ca": 0.9}, {"t": 0.9})
+    assert words(lexicon_beam_search(one, lex, None)[0]) == ["cat"]
+    assert words(lexicon_beam_search(two, lex, None)[0]) == ["cat"]
+
+
+def test_lm_decides_between_acoustically_ambiguous_words():
+    lm = train_ngram([["the", "dog"]] * 20 + [["a", "cat"]] * 20, 2)
+    lex = Lexicon(lm.vocab, PIECES)
+    # "the" is clear; the second word is a coin toss between dog and cat, slightly favouring cat
+    lp = frames({"\u2581the": 0.95}, {}, {"\u2581cat": 0.48, "\u2581dog": 0.47}, {})
+    assert words(lexicon_beam_search(lp, lex, None, beam=8)[0]) == ["the", "cat"]
+    assert words(lexicon_beam_search(lp, lex, lm, beam=8, lm_weight=1.0)[0]) == ["the", "dog"]
+
+
+def test_without_lm_on_clean_input_it_equals_plain_beam_search():
+    lex = Lexicon(["the", "dog", "cats"], PIECES)
+    lp = frames({"\u2581the": 0.9}, {}, {"\u2581dog": 0.8}, {"\u2581cat": 0.9}, {"s": 0.7}, {})
+    plain = prefix_beam_search(lp, beam=16)  # both searches see every token of this small inventory
+    got = lexicon_beam_search(lp, lex, None, beam=16)
+    assert got[0] == plain[0] and got[1] == plain[1] and words(got[0]) == ["the", "dog", "cats"]
+    assert abs(got[2] - plain[2]) < 1e-9  # no LM, no bonus: the same CTC score
+
+
+def test_hypothesis_ending_inside_a_word_is_not_returned_when_a_complete_one_exists():
+    lex = Lexicon(["cat", "a"], PIECES)
+    lp = frames({"\u2581a": 0.5, "\u2581ca": 0.45}, {})  # "ca" alone is only a prefix of cat
+    assert words(lexicon_beam_search(lp, lex, None, beam=8)[0]) == ["a"]
