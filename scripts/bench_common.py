@@ -33,6 +33,7 @@ class Corpus:
     test_text: Path  # reference transcripts of test
     tokenizer: Path
     train_utts: int
+    lm: Path  # word trigram of the training transcripts (ARPA)
 
 
 def synth_corpus(work: Path, hours: float, dev_utts: int, test_utts: int, tok_type: str, vocab: int
@@ -51,9 +52,14 @@ def synth_corpus(work: Path, hours: float, dev_utts: int, test_utts: int, tok_ty
     tok_dir = root / f"tok_{tok_type}{vocab}"
     if not (tok_dir / "tokenizer.model").is_file():
         train_tokenizer(root / "data" / "train" / "text", tok_dir, TokenizerConfig(tok_type, vocab))
+    lm = root / "lm" / "lm.arpa"
+    if not lm.is_file():
+        from asrtrain.lm.ngram import read_sentences, train_ngram
+        lm.parent.mkdir(parents=True, exist_ok=True)
+        train_ngram(read_sentences(root / "data" / "train" / "text"), 3).write_arpa(lm)
     n = sum(1 for _ in open(root / "dump" / "train" / "feats.scp"))
     return Corpus(root / "dump" / "train", root / "dump" / "dev", root / "dump" / "test",
-                  root / "data" / "test" / "text", tok_dir / "tokenizer.model", n)
+                  root / "data" / "test" / "text", tok_dir / "tokenizer.model", n, lm)
 
 
 @contextlib.contextmanager
@@ -158,14 +164,18 @@ def step_seconds(run: Run, rank: int) -> Optional[float]:
     return statistics.median(per) if per else None
 
 
-def decode_wer(run: Run, corpus: Corpus) -> float:
-    """Greedy-decode the test set with ``final.pt``; WER in percent."""
+def decode_wer(run: Run, corpus: Corpus, lm: bool = False) -> float:
+    """Decode the test set with ``final.pt`` (greedy, or the recipe's lexicon search with the corpus's
+    trigram); WER in percent."""
     from asrtrain.decode.run import decode
     from asrtrain.score.report import score_text
 
-    out = run.exp / "decode_test"
+    out = run.exp / ("decode_test_lm" if lm else "decode_test")
     with output_to(run.exp.parent.parent / "learners.log"):
-        decode(run.exp, corpus.test, out)
+        if lm:
+            decode(run.exp, corpus.test, out, lm=corpus.lm)
+        else:
+            decode(run.exp, corpus.test, out)
     return score_text(corpus.test_text, out / "text").wer
 
 
