@@ -138,9 +138,16 @@ class ADPSGD(GossipState):
 
     # -- epochs, end ------------------------------------------------------------------------------
     def end_epoch(self, epoch: int) -> None:
-        """Sample the consensus distance (a world collective: every learner calls end_epoch)."""
-        self._m["consensus_distance"] = consensus_distance(self._world_vec(self.gossip.effective()),
-                                                           self.world_size)
+        """Settle the epoch's averaging, then sample the consensus distance (a world collective).
+
+        Actives wait for their last round; passives write back before they reply, so once every learner
+        has reached the collective, every exchange has landed on both sides and folding it makes the
+        epoch checkpoint's weights (and their average over learners) what the learners really hold.
+        """
+        g = self.gossip
+        g.wait_round()
+        self._m["consensus_distance"] = consensus_distance(self._world_vec(g.effective()), self.world_size)
+        g.fold()
 
     def finalize(self, model: torch.nn.Module) -> torch.nn.Module:
         """Stop averaging (passives serve until every active is done), then average all learners."""

@@ -12,8 +12,9 @@ One exchange (a *round* of an active learner)::
     active a                                   passive p (thread always waiting for a request)
     s_a = x_a + D_a   (snapshot, under lock)
     send [s_a, REQUEST] ───────────────────▶   s_p = x_p + D_p   (snapshot, under lock)
+                                               D_p += (s_a - s_p)/2        (under lock)
     recv s_p        ◀───────────────────────   send s_p
-    D_a += (s_a + s_p)/2 - s_a  (under lock)   D_p += (s_a + s_p)/2 - s_p  (under lock)
+    D_a += (s_p - s_a)/2        (under lock)
 
 ``x`` are the live parameters, touched only by the main thread at step boundaries (parameters may not
 change under autograd during a step), and ``D`` is the averaging delta not yet folded into them. The
@@ -310,9 +311,11 @@ class Gossip:
                 continue
             t0 = time.perf_counter()
             reply, snap_step = self._snapshot()
+            # Write back before replying: once the active has the reply, the exchange has landed on both
+            # sides (end_epoch relies on it to settle all averaging with one collective).
+            self._write_back(reply[:-1], request[:-1], snap_step)
             dist.send(reply, dst=src, group=self.group, tag=TAG_REPLY)
             self._add("comm_s", time.perf_counter() - t0)
-            self._write_back(reply[:-1], request[:-1], snap_step)
 
 
 class _TimedLock:

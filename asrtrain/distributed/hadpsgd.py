@@ -129,9 +129,13 @@ class HADPSGD(GossipState):
 
     # -- epochs, end ------------------------------------------------------------------------------
     def end_epoch(self, epoch: int) -> None:
-        """Sample the consensus distance over all learners (a world collective)."""
+        """Settle the epoch's averaging (see ADPSGD.end_epoch), sample the consensus distance over all
+        learners (a world collective), then fold and broadcast inside the group."""
+        if self.gossip is not None:
+            self.gossip.wait_round()
         self._m["consensus_distance"] = consensus_distance(self._world_vec(self._effective()),
                                                            self.world_size)
+        self._fold_and_broadcast()
 
     def finalize(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.gossip is not None:
