@@ -68,6 +68,13 @@ class GossipState(Collective):
             out.update(self.gossip.metrics())
         return summarize(out)
 
+    def close(self) -> None:
+        """End averaging cleanly (a no-op after finalize): passives keep serving until every active
+        has said STOP, so a learner that stops early (``--stop-after-steps``) never leaves a partner
+        waiting for an answer."""
+        if self.gossip is not None:
+            self.gossip.stop()
+
     def _world_vec(self, vec: torch.Tensor) -> torch.Tensor:
         """Float64 CPU vectors go through gloo as they are; NCCL needs them on the GPU."""
         return vec.to(self.params[0].device) if dist.get_backend() == "nccl" else vec
@@ -160,8 +167,6 @@ class ADPSGD(GossipState):
         set_flat_(params, average_over_learners(mine, self.world_size).to(params[0].device))
         return model
 
-    def close(self) -> None:
-        pass  # the gossip thread is a daemon; finalize() ends it cleanly
 
 def summarize(m: Dict[str, float]) -> Dict[str, float]:
     """Add the ratios: exchanges per step and mean staleness (steps between snapshot and write-back)."""

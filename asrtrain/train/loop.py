@@ -133,7 +133,8 @@ def train_one_epoch(model, optimizer, strategy: Strategy, data: AsrDataset, sour
         if cfg.train.checkpoint_every_steps and state.step % cfg.train.checkpoint_every_steps == 0 \
                 and source.remaining(state.epoch, state.batch_index):
             save_checkpoint(model, optimizer, strategy, state, job, tag=f"step-{state.step:08d}")
-        if job.stop_after_steps and state.step >= job.stop_after_steps:
+        # The job's progress in static steps (a learner's own count under dynamic balance differs)
+        if job.stop_after_steps and source.schedule_step(state.step) >= job.stop_after_steps:
             raise StopTraining(state.step)
     return {"train_loss": loss_sum / max(1, count_sum), "train_count": count_sum}
 

@@ -84,3 +84,35 @@ def test_odd_ring_is_refused_before_spawning(data, tmp_path):
     r = CliRunner().invoke(cli, ["train", "--train-data", str(tr), "--tokenizer", str(tok), "--exp-dir",
                                  str(tmp_path / "x"), "--strategy", "adpsgd", "--learners", "3"])
     assert r.exit_code == 1 and "3" in r.output and "Traceback" not in r.output
+
+
+def test_dynamic_balance_adpsgd_stops_mid_epoch_and_resumes_from_the_epoch_checkpoint(data, tmp_path):
+    """Under dynamic balance the learners' step counts differ; a stop at a job position ends both
+    without a hang, and --resume restarts the unfinished epoch from its start with the strategy state."""
+    from asrtrain.config import TrainConfig
+    from asrtrain.distributed.base import Partition
+    from asrtrain.train.batching import BatchSpec, learner_batches, make_batches
+    from asrtrain.train.dataset import AsrDataset
+
+    tr, _, _ = data
+    t = TrainConfig()
+    lengths = AsrDataset(tr, 2, None, None).lengths
+    spec = BatchSpec(600, t.max_utts, t.bucket_width, t.seed, t.sortagrad)
+    per_epoch = len(learner_batches(lengths, spec, 0, Partition(group=0, num_groups=2, member=0, group_size=1)))
+    assert len(make_batches(lengths, spec, 1)) >= 4  # room for both learners to stop inside epoch 2
+    exp = tmp_path / "dyn"
+    sets = ["train.max_frames=600", "train.balance=dynamic"]
+    opts = ["--strategy", "adpsgd", "--learners", "2"]
+    r = train(data, exp, sets, *opts, "--stop-after-steps", str(per_epoch + per_epoch // 2))
+    assert r.exit_code == 0, r.output
+    ck = exp / "checkpoints"
+    assert (ck / "epoch-0001.rank0.pt").is_file() and not (ck / "epoch-0002.rank0.pt").exists()
+    round_1 = torch.load(ck / "epoch-0001.rank0.pt", weights_only=False)["strategy"]["round"]
+    assert round_1 > 0
+    r = train(data, exp, sets, *opts, "--resume")
+    assert r.exit_code == 0, r.output
+    log = (exp / "train.log").read_text()
+    assert "resumed from epoch-0001" in log
+    done = torch.load(ck / "epoch-0002.rank0.pt", weights_only=False)
+    assert done["strategy"]["round"] > round_1 and [h["epoch"] for h in done["history"]] == [1, 2]
+    assert (exp / "final.pt").is_file()
