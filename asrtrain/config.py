@@ -109,9 +109,16 @@ class TrainConfig:
     log_every_steps: int = 50
     threads: int = 0  # torch intra-op threads per learner; 0 = cores / learners
     balance: str = "static"  # static: equal share of batches per learner | dynamic: claimed one by one
+    device: str = "auto"  # auto (cuda:LOCAL_RANK if CUDA is available, else cpu) | cpu | cuda | cuda:N
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast; fp16 with a gradient scaler)
+    max_bad_steps: int = 20  # consecutive steps with a non-finite loss or gradient that stop training
 
     def validate(self) -> None:
+        from asrtrain.device import PRECISIONS, check_device_spec
+
         _choice("train.optimizer", self.optimizer, ("adam", "sgd"))
+        check_device_spec(self.device)
+        _choice("train.precision", self.precision, PRECISIONS)
         _choice("train.anneal", self.anneal, ("exp", "cosine", "none"))
         if self.epochs < 1 or self.max_frames < 1:
             raise AsrError("train.epochs and train.max_frames must be >= 1")

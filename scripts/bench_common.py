@@ -99,7 +99,7 @@ class Run:
 
     def history(self) -> List[Dict[str, float]]:
         tags = sorted((self.exp / "checkpoints").glob("epoch-*.rank0.pt"))
-        return torch.load(tags[-1], weights_only=False)["history"]
+        return torch.load(tags[-1], weights_only=True)["history"]
 
     def epoch_seconds(self) -> float:
         """Rank 0's epochs (training, end-of-epoch collectives, validation), without spawn and set-up."""
@@ -107,7 +107,7 @@ class Run:
 
     def steps(self, rank: int) -> int:
         tags = sorted((self.exp / "checkpoints").glob(f"epoch-*.rank{rank}.pt"))
-        return int(torch.load(tags[-1], weights_only=False)["step"])
+        return int(torch.load(tags[-1], weights_only=True)["step"])
 
 
 def train(work: Path, name: str, corpus: Corpus, sets: Sequence[str], dev: bool = False) -> Run:

@@ -13,9 +13,11 @@ import click
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.argument("out_ark", type=click.Path(path_type=Path))
 @click.option("--checkpoint", type=click.Path(path_type=Path), help="Model file instead of EXP_DIR/final.pt.")
-def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[Path]) -> None:
+@click.option("--device", default="auto", show_default=True,
+              help="auto (the GPU when CUDA is available) | cpu | cuda | cuda:N.")
+def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[Path], device: str) -> None:
     """Write log-likelihoods (CE models: log-posterior minus log-prior) to OUT_ARK and its .scp, for
     Kaldi's latgen-faster-mapped."""
     from asrtrain.decode.run import forward as run
 
-    click.echo(f"{run(exp_dir, data_dir, out_ark, checkpoint)} utterances -> {out_ark}")
+    click.echo(f"{run(exp_dir, data_dir, out_ark, checkpoint, device)} utterances -> {out_ark}")

@@ -28,22 +28,29 @@ import click
 @click.option("--learners-per-node", type=int, help="H-ADPSGD super-learner size (dist.learners_per_node).")
 @click.option("--averaging", type=click.Choice(["fixed", "random"]), help="ADPSGD partner schedule.")
 @click.option("--delay-by-one/--no-delay-by-one", default=None, help="Overlap averaging with a whole step.")
+@click.option("--device", help="auto (cuda:LOCAL_RANK when CUDA is available, else cpu) | cpu | cuda | cuda:N "
+              "(train.device; cuda:N puts every local learner on GPU N).")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]),
+              help="train.precision: autocast bf16 or fp16 (with a gradient scaler); losses stay fp32.")
 @click.option("--resume", is_flag=True, help="Continue from the exp dir's latest checkpoint.")
+@click.option("--restart", is_flag=True, help="Delete the exp dir's earlier checkpoints and start over.")
 @click.option("--stop-after-steps", type=int, default=0, hidden=True,
               help="Testing: stop abruptly after this many steps, as if killed.")
 def train(config: Optional[Path], extra: Tuple[Path, ...], overrides: Tuple[str, ...], train_data: Path,
           dev_data: Optional[Path], tokenizer: Optional[Path], alignments: Optional[str], loss: Optional[str],
           exp_dir: Path, strategy: Optional[str], learners: Optional[int], learners_per_node: Optional[int],
-          averaging: Optional[str], delay_by_one: Optional[bool], resume: bool, stop_after_steps: int) -> None:
+          averaging: Optional[str], delay_by_one: Optional[bool], device: Optional[str], precision: Optional[str],
+          resume: bool, restart: bool, stop_after_steps: int) -> None:
     """Train a BLSTM acoustic model into EXP_DIR (config.yaml, checkpoints/, final.pt, curves.png)."""
     from asrtrain.train.job import prepare_job, train as run_train
 
     flags = {"dist.strategy": strategy, "dist.learners": learners, "dist.learners_per_node": learners_per_node,
-             "dist.averaging": averaging, "dist.delay_by_one": delay_by_one, "model.loss": loss}
+             "dist.averaging": averaging, "dist.delay_by_one": delay_by_one, "model.loss": loss,
+             "train.device": device, "train.precision": precision}
     sets = list(overrides) + [f"{k}={str(v).lower() if isinstance(v, bool) else v}"
                               for k, v in flags.items() if v is not None]
     job = prepare_job(config, extra, sets, train_data, dev_data, exp_dir, tokenizer, alignments, resume,
-                      stop_after_steps)
+                      stop_after_steps, restart=restart)
     path = run_train(job)
     if path is not None:
         click.echo(str(path))

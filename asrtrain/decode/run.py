@@ -22,9 +22,13 @@ from asrtrain.io import atomic_write_text
 log = logging.getLogger("asrtrain.decode")
 
 
-def load_model(exp_dir: Path, checkpoint: Optional[Path] = None):
-    """(Config, model in eval mode) from an exp dir; ``final.pt`` unless ``checkpoint`` is given."""
+def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "cpu"):
+    """(Config, model in eval mode on ``device``) from an exp dir; ``final.pt`` unless ``checkpoint`` is
+    given (a final model, or a training checkpoint: its learner-averaged model if it has one). Tensors are
+    mapped to ``device`` whatever device wrote them; the file is loaded with ``weights_only=True``."""
+    from asrtrain.device import resolve_device
     from asrtrain.model.blstm import build_model
+    from asrtrain.train.checkpoint import load_checked
 
     exp_dir = Path(exp_dir)
     cfg_path = exp_dir / "config.yaml"
@@ -34,10 +38,18 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None):
     path = Path(checkpoint) if checkpoint else exp_dir / "final.pt"
     if not path.is_file():
         raise AsrError("model file not found", path, fix="finish training, or run asrtrain average EXP")
-    payload = torch.load(path, map_location="cpu", weights_only=False)
-    state = payload.get("avg_model") or payload.get("model")
-    model = build_model(cfg.model)
-    model.load_state_dict(state)
+    where = resolve_device(device)
+    payload = load_checked(path, where)
+    state = (payload.get("avg_model") or payload.get("model")) if isinstance(payload, dict) else None
+    if not isinstance(state, dict):
+        raise AsrError("no model in this file (expected a 'model' or 'avg_model' entry)", path,
+                       fix="pass final.pt or a checkpoint written by asrtrain train")
+    model = build_model(cfg.model).to(where)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        raise AsrError(f"the model file does not fit the exp dir's config ({' '.join(str(err).split())[:160]})",
+                       path, fix="decode with the exp dir the model was trained in") from None
     model.eval()
     return cfg, model
 
@@ -67,8 +79,10 @@ def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int):
         j = i + 1
         while j < len(utts) and data.lengths[utts[j]] * (j - i + 1) <= batch_frames:
             j += 1
-        batch = data.collate(utts[i:j])
+        device = next(model.parameters()).device
+        batch = data.collate(utts[i:j]).to(device)
         lp, lens = model(batch.feats, batch.feat_lens)
+        lp = lp.float().cpu()
         for k, u in enumerate(batch.utts):
             yield u, lp[k, : int(lens[k])].numpy()
         i = j
@@ -77,7 +91,7 @@ def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int):
 def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] = None,
            beam_size: Optional[int] = None, checkpoint: Optional[Path] = None, lm: Optional[Path] = None,
            words: Optional[Path] = None, lm_weight: Optional[float] = None,
-           word_bonus: Optional[float] = None) -> Dict[str, int]:
+           word_bonus: Optional[float] = None, device: str = "cpu") -> Dict[str, int]:
     """Decode every utterance of ``data_dir``; writes ``out_dir/text`` and, when the data dir has
     ``segments`` (and optionally ``reco2file_and_channel``), ``out_dir/ctm``.
 
@@ -88,7 +102,7 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     from asrtrain.decode.ctm import ctm_lines, words_with_times
     from asrtrain.text.tokenizer import Tokenizer
 
-    cfg, model = load_model(exp_dir, checkpoint)
+    cfg, model = load_model(exp_dir, checkpoint, device)
     if cfg.model.loss != "ctc":
         raise AsrError("this model was trained with CE targets; decode it with Kaldi",
                        Path(exp_dir) / "config.yaml", fix="use asrtrain forward, then latgen-faster-mapped")
@@ -176,7 +190,8 @@ def _reco2fc(data_dir: Path) -> Dict[str, Tuple[str, str]]:
     return {rec: tuple(rest.split()[:2]) for rec, rest in read_table(path).items()}
 
 
-def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[Path] = None) -> int:
+def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[Path] = None,
+            device: str = "cpu") -> int:
     """Write log-likelihoods (log-posteriors minus log-priors) as a Kaldi ark+scp of float matrices,
     one row per output frame (at the model's subsampled rate: pass --frame-subsampling-factor to
     Kaldi's decoder when ``model.subsample`` > 1)."""
@@ -184,7 +199,7 @@ def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[P
 
     from asrtrain.train.hybrid import read_priors
 
-    cfg, model = load_model(exp_dir, checkpoint)
+    cfg, model = load_model(exp_dir, checkpoint, device)
     check_features(cfg, data_dir)
     log_priors = np.log(read_priors(Path(exp_dir) / "priors.txt")).astype(np.float32) \
         if cfg.model.loss == "ce" else None

@@ -49,18 +49,9 @@ class GossipState(Collective):
         self.sync_initial_weights = sync_initial_weights
         self.gossip = None
         self._loaded_round = 0
+        self._loaded_pending: Optional[torch.Tensor] = None
         self._m = {}
         self._t_compute: Optional[float] = None
-
-    def state_dict(self) -> Dict[str, Any]:
-        """The schedule's position; its RNG is derived from (seed, rank, round), so that is all of it."""
-        rnd = self.gossip.round if self.gossip is not None else self._loaded_round
-        return {"round": rnd, "schedule": self.schedule, "seed": self.seed}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self._loaded_round = int(state.get("round", 0))
-        if self.gossip is not None:
-            self.gossip.round = self._loaded_round
 
     def metrics(self) -> Dict[str, float]:
         out, self._m = self._m, {}
@@ -68,16 +59,47 @@ class GossipState(Collective):
             out.update(self.gossip.metrics())
         return summarize(out)
 
+    def state_dict(self) -> Dict[str, Any]:
+        """The schedule's position and the averaging that landed but is not folded yet: a checkpoint
+        taken mid-epoch keeps the effective weights ``x + D`` exactly, so a resumed job conserves mass."""
+        out = {"round": self.gossip.round if self.gossip is not None else self._loaded_round,
+               "schedule": self.schedule, "seed": self.seed}
+        if self.gossip is not None:
+            out["pending"] = self.gossip.pending_state()
+        elif self._loaded_pending is not None:
+            out["pending"] = self._loaded_pending
+        return out
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self._loaded_round = int(state.get("round", 0))
+        self._loaded_pending = state.get("pending")
+        if self.gossip is not None:
+            self.gossip.round = self._loaded_round
+            if self._loaded_pending is not None:
+                self.gossip.load_pending_state(self._loaded_pending)
+
+    def _start_gossip(self, peers: List[int], group) -> None:
+        """Create and start this learner's gossip thread (all process groups exist by now)."""
+        self.gossip = Gossip(self.params, peers, self.rank, group, self.schedule, self.delay_by_one, self.seed)
+        self.gossip.round = self._loaded_round
+        if self._loaded_pending is not None:
+            self.gossip.load_pending_state(self._loaded_pending)
+        self.gossip.start()
+
+    def settle(self) -> None:
+        """Before a checkpoint: actives finish their round in flight, then everybody meets (host barrier),
+        so no exchange is half-landed while the learners write their files (passives write back before
+        they reply). What landed and is not folded is saved with the strategy state."""
+        if self.gossip is not None:
+            self.gossip.wait_round()
+        self.barrier()
+
     def close(self) -> None:
         """End averaging cleanly (a no-op after finalize): passives keep serving until every active
         has said STOP, so a learner that stops early (``--stop-after-steps``) never leaves a partner
         waiting for an answer."""
         if self.gossip is not None:
             self.gossip.stop()
-
-    def _world_vec(self, vec: torch.Tensor) -> torch.Tensor:
-        """Float64 CPU vectors go through gloo as they are; NCCL needs them on the GPU."""
-        return vec.to(self.params[0].device) if dist.get_backend() == "nccl" else vec
 
 
 class ADPSGD(GossipState):
@@ -105,14 +127,12 @@ class ADPSGD(GossipState):
     def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         super().setup(model, optimizer)
         self.params: List[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
+        # Every process group is created here, in the main thread, before any thread starts.
+        self._make_host_group()
+        group = dist.new_group(list(range(self.world_size)), backend="gloo", timeout=GOSSIP_TIMEOUT)
         if self.sync_initial_weights:
             broadcast_params(self.params, src=0)
-        # Every process group is created here, in the main thread, before any thread starts.
-        group = dist.new_group(list(range(self.world_size)), backend="gloo", timeout=GOSSIP_TIMEOUT)
-        self.gossip = Gossip(self.params, list(range(self.world_size)), self.rank, group,
-                             self.schedule, self.delay_by_one, self.seed)
-        self.gossip.round = self._loaded_round
-        self.gossip.start()
+        self._start_gossip(list(range(self.world_size)), group)
 
     # -- one step ----------------------------------------------------------------------------------
     def before_step(self, step: int) -> None:
@@ -121,6 +141,7 @@ class ADPSGD(GossipState):
         if self.delay_by_one:
             g.wait_round()
         g.fold()
+        g.stage()
         g.trigger()
         super().before_step(step)
         self._t_compute = time.perf_counter()
@@ -128,7 +149,7 @@ class ADPSGD(GossipState):
     def reduce_gradients(self) -> None:
         self._slow_down()
 
-    def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def apply_step(self, optimizer) -> None:
         g = self.gossip
         if self._t_compute is not None:
             self._add("compute_s", time.perf_counter() - self._t_compute)
@@ -153,7 +174,7 @@ class ADPSGD(GossipState):
         """
         g = self.gossip
         g.wait_round()
-        self._m["consensus_distance"] = consensus_distance(self._world_vec(g.effective()), self.world_size)
+        self._m["consensus_distance"] = consensus_distance(g.effective(), self.world_size, self.host_group)
         g.fold()
 
     def finalize(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -161,10 +182,10 @@ class ADPSGD(GossipState):
         g = self.gossip
         g.stop()
         g.fold()
-        mine = self._world_vec(g.effective())
-        self._m["consensus_distance"] = consensus_distance(mine, self.world_size)
+        mine = g.effective()
+        self._m["consensus_distance"] = consensus_distance(mine, self.world_size, self.host_group)
         params = [p for p in model.parameters() if p.requires_grad]
-        set_flat_(params, average_over_learners(mine, self.world_size).to(params[0].device))
+        set_flat_(params, average_over_learners(mine, self.world_size, self.host_group).to(params[0].device))
         return model
 
 

@@ -4,7 +4,8 @@ The loop (``asrtrain.train.loop``) never branches on the strategy's name. One le
 
     strategy.before_step(step)          # ADPSGD: fold landed averaging into the weights, start this
                                         #   step's averaging round (and wait for it unless delay_by_one)
-    loss = forward(batch) / strategy.global_count(local_count)    # normalised by the global count
+    loss = net(batch) / strategy.global_count(local_count)  # net = strategy.wrap(model), made once;
+                                        #   normalised by the global count
     loss.backward()
     strategy.reduce_gradients()         # SSGD / H-ADPSGD: allreduce inside the sync group
     (clip gradients here)
@@ -14,8 +15,12 @@ The loop (``asrtrain.train.loop``) never branches on the strategy's name. One le
 and at the end ``strategy.finalize(model)`` returns the model of the whole job (the average over all
 learners). Rules the loop must keep (the strategies use collectives at these points):
 
-- ``setup`` on every learner, after any checkpoint was loaded (it creates process groups and
-  broadcasts rank 0's weights); ``load_state_dict`` may come before or after it.
+- ``setup`` on every learner, after the model and optimizer are on the learner's device and any
+  checkpoint was loaded (it creates process groups and broadcasts rank 0's weights);
+  ``load_state_dict`` may come before or after it. Forward passes go through ``wrap(model)`` (SSGD and
+  H-ADPSGD groups: DistributedDataParallel, whose all-reduce overlaps the backward pass).
+- Devices: parameters live on the learner's device; per-step collectives use the default group with
+  tensors where its backend wants them (NCCL: the GPU), host-side values go through a gloo group.
 - Inside a sync group (SSGD: everybody; H-ADPSGD: a group) every member takes the same number of steps:
   a member whose slice of a global batch is empty still runs the step with ``local_count`` 0.
   ADPSGD learners may take different numbers of steps.
@@ -78,6 +83,10 @@ class Strategy:
         self.model = model
         self.optimizer = optimizer
 
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The module the loop runs forward passes through (after :meth:`setup`)."""
+        return model
+
     # -- one step ----------------------------------------------------------------------------------
     def global_count(self, local_count: float) -> float:
         """The count (frames or tokens) the loss of this step is normalised by."""
@@ -94,7 +103,8 @@ class Strategy:
         if self.slowdown > 1.0 and self._t_step is not None:
             time.sleep((self.slowdown - 1.0) * (time.perf_counter() - self._t_step))
 
-    def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def apply_step(self, optimizer) -> None:
+        """``optimizer.step()`` (an optimizer, or :class:`asrtrain.device.ScaledStep` under fp16)."""
         optimizer.step()
 
     def after_step(self, step: int) -> None:
@@ -107,6 +117,9 @@ class Strategy:
 
     def barrier(self) -> None:
         pass
+
+    def settle(self) -> None:
+        """Called on every learner before a checkpoint: finish communication in flight (ADPSGD)."""
 
     def end_epoch(self, epoch: int) -> None:
         """Called by every learner when its data for ``epoch`` is exhausted."""

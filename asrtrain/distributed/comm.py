@@ -46,6 +46,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
+from asrtrain.distributed.weights import bind_flat_, make_weights, two_sum_  # noqa: F401 - re-exported
 from asrtrain.errors import AsrError
 
 
@@ -64,38 +65,6 @@ def check_gossip_size(n: int, what: str = "learners") -> None:
 def flat_copy(params: Sequence[torch.Tensor]) -> torch.Tensor:
     """All parameters as one float64 CPU vector, shape (P,)."""
     return torch.cat([p.detach().reshape(-1).to("cpu", torch.float64) for p in params])
-
-
-def bind_flat_(params: Sequence[torch.Tensor]) -> Optional[torch.Tensor]:
-    """Re-point CPU parameters at slices of one contiguous vector and return it; ``None`` elsewhere.
-
-    Snapshots and folds then touch one vector instead of gathering every tensor (on a 1M-parameter
-    BLSTM, ~1 ms instead of ~13). The ``Parameter`` objects stay the same, so the optimizer's state and
-    references are unaffected. Not on GPU: cuDNN RNNs keep their weights in their own layout.
-    """
-    if not params or any(p.device.type != "cpu" or p.dtype != params[0].dtype for p in params):
-        return None
-    flat = torch.cat([p.detach().reshape(-1) for p in params])
-    offset = 0
-    with torch.no_grad():
-        for p in params:
-            n = p.numel()
-            p.data = flat[offset:offset + n].view_as(p)
-            offset += n
-    return flat
-
-
-def two_sum_(x: torch.Tensor, d: torch.Tensor) -> None:
-    """``x, d <- fl(x + d), (x + d) - fl(x + d)`` exactly (Knuth's TwoSum), in place.
-
-    Folding the averaging delta into the parameters this way leaves what their dtype rounded off in
-    ``d``, so ``x + d`` is unchanged as a real number: folding never leaks weight mass.
-    """
-    s = x + d
-    bb = s - x
-    rem = (x - (s - bb)) + (d - bb)
-    x.copy_(s)
-    d.copy_(rem)
 
 
 def set_flat_(params: Sequence[torch.Tensor], flat: torch.Tensor) -> None:
@@ -127,12 +96,13 @@ class Gossip:
         self.lock = threading.Lock()
         self.round = 0  # rounds this learner initiated (active) or served (passive)
         self.steps = 0  # optimizer steps, for staleness
-        # Messages and the delta are in the parameters' dtype. The two partners' increments are exact
-        # negatives of each other (fl(a - b) = -fl(b - a)), and folds keep their rounding in the delta
-        # (two_sum_), so averaging conserves the learners' sum to the rounding of ``delta + increment``.
-        self.msg_dtype = params[0].dtype
-        self.flat = bind_flat_(params)
-        self.delta = torch.zeros(sum(p.numel() for p in params), dtype=self.msg_dtype)
+        # Messages and the delta are host vectors in the parameters' dtype (weights.py stages GPU weights
+        # through pinned memory). The two partners' increments are exact negatives of each other
+        # (fl(a - b) = -fl(b - a)), and folds keep their rounding, so averaging conserves the learners'
+        # sum to the rounding of ``delta + increment``.
+        self.weights = make_weights(params)
+        self.msg_dtype = self.weights.dtype
+        self.size = sum(p.numel() for p in params)
         self._pending = False
         self.error: Optional[BaseException] = None
         self._mlock = threading.Lock()
@@ -178,6 +148,12 @@ class Gossip:
         """The averaging lock, timed: ``with gossip.locked(): optimizer.step()``."""
         return _TimedLock(self.lock, self._add, "lock_wait_s")
 
+    def stage(self) -> None:
+        """Main thread, at a step boundary: make the current weights what the next snapshot reads (a GPU
+        learner starts copying them to the host here, overlapping the step's compute)."""
+        with self.lock:
+            self.weights.stage()
+
     def trigger(self) -> None:
         """Active: start one round now (the snapshot is taken by the thread)."""
         self.check()
@@ -199,34 +175,24 @@ class Gossip:
         with self.locked():
             if not self._pending:
                 return False
-            if self.flat is not None:
-                with torch.no_grad():
-                    two_sum_(self.flat, self.delta)
-            else:
-                self._fold_per_tensor()
+            self.weights.fold()
             self._pending = False
         return True
 
-    def _fold_per_tensor(self) -> None:
-        offset = 0
-        with torch.no_grad():
-            for p in self.params:
-                n = p.numel()
-                d = self.delta[offset:offset + n].view(p.shape).to(p.device)
-                two_sum_(p.data, d)
-                self.delta[offset:offset + n].copy_(d.reshape(-1).cpu())
-                offset += n
-
-    def _current(self) -> torch.Tensor:
-        """The live parameters as one CPU vector (P,) in their dtype; call under the lock."""
-        if self.flat is not None:
-            return self.flat
-        return torch.cat([p.detach().reshape(-1).cpu() for p in self.params])
-
     def effective(self) -> torch.Tensor:
-        """``x + D`` as a float64 vector (P,): what this learner holds, averaging included."""
+        """``x + D`` as a float64 CPU vector (P,): what this learner holds, averaging included."""
         with self.locked():
-            return self._current().double() + self.delta.double()
+            return self.weights.effective()
+
+    def pending_state(self) -> torch.Tensor:
+        """The averaging that landed but is not in the parameters yet (float64, CPU), for checkpoints."""
+        with self.locked():
+            return self.weights.state()
+
+    def load_pending_state(self, delta: torch.Tensor) -> None:
+        with self.locked():
+            self.weights.load_state(delta)
+            self._pending = bool(delta.abs().max() > 0) if delta.numel() else False
 
     def stop(self) -> None:
         """End the thread: actives send STOP to every passive they may contact; passives wait for all."""
@@ -250,20 +216,24 @@ class Gossip:
             self._m[key] = self._m.get(key, 0.0) + value
 
     def _message(self) -> torch.Tensor:
-        return torch.zeros(self.delta.numel() + 1, dtype=self.msg_dtype)
+        return torch.zeros(self.size + 1, dtype=self.msg_dtype)
 
     def _snapshot(self):
         """``([x + D, REQUEST] (P+1,) in the message dtype, step)``, taken under the lock."""
         msg = self._message()
         with self.locked():
-            torch.add(self._current(), self.delta, out=msg[:-1])
-            return msg, self.steps
+            self.weights.claim()
+            step = self.steps
+        self.weights.wait_claimed()  # a GPU snapshot's copy to the host, without holding the lock
+        with self.locked():
+            self.weights.snapshot_into(msg[:-1])
+            return msg, step
 
     def _write_back(self, mine: torch.Tensor, theirs: torch.Tensor, snap_step: int) -> None:
         # (theirs - mine) / 2 here is the exact negative of the partner's increment: the pair's sum is kept.
         inc = (theirs - mine).mul_(0.5)
         with self.locked():
-            self.delta += inc
+            self.weights.delta += inc
             self._pending = True
             self._add("staleness_sum", self.steps - snap_step)
         self.round += 1

@@ -2,7 +2,7 @@
 
 Learners are split into ``G = N / M`` groups of ``M`` consecutive ranks (one node each, normally).
 Inside a group, gradients are all-reduced every step (the group steps as one SSGD learner, loss
-normalised by the group's count). The group leaders (member 0) run ADPSGD among themselves
+normalised by the group's count; DDP overlaps the all-reduce with the backward pass, over NCCL on GPUs). The group leaders (member 0) run ADPSGD among themselves
 (:class:`asrtrain.distributed.comm.Gossip`). A leader's averaging lands in its pending delta, and the
 leader folds it into its weights and broadcasts them inside the group in ``after_step``. The leader's
 round k starts in ``before_step`` and overlaps the group's compute of step k; by default ``after_step``
@@ -26,7 +26,7 @@ from asrtrain.distributed.adpsgd import GOSSIP_TIMEOUT, GossipState
 from asrtrain.distributed.base import Partition
 from asrtrain.distributed.comm import Gossip, average_over_learners, check_gossip_size, consensus_distance, \
     flat_copy, set_flat_
-from asrtrain.distributed.ssgd import all_reduce_grads, broadcast_params
+from asrtrain.distributed.ssgd import broadcast_params, ddp_sum
 from asrtrain.errors import AsrError
 
 
@@ -62,9 +62,17 @@ class HADPSGD(GossipState):
     def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         super().setup(model, optimizer)
         self.params: List[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
-        # All process groups are created here, in the main thread, by every rank, before any thread.
+        # All process groups are created here, in the main thread, by every rank, before any thread:
+        # the groups' own (NCCL on GPUs) for gradients and broadcasts, their host twins (gloo) for the
+        # counts, the host world group, and the leaders' gloo gossip ring.
         groups = [dist.new_group(list(range(k * self.M, (k + 1) * self.M))) for k in range(self.G)]
         self.group = groups[self.g]
+        self._make_host_group()
+        self.count_group = self.group
+        if self.host_group is not None:
+            host_groups = [dist.new_group(list(range(k * self.M, (k + 1) * self.M)), backend="gloo")
+                           for k in range(self.G)]
+            self.count_group = host_groups[self.g]
         leaders = [k * self.M for k in range(self.G)]
         gossip_group = dist.new_group(leaders, backend="gloo", timeout=GOSSIP_TIMEOUT)
         if self.sync_initial_weights:
@@ -72,15 +80,16 @@ class HADPSGD(GossipState):
         else:
             self._broadcast_in_group()
         if self.is_leader:
-            self.gossip = Gossip(self.params, leaders, self.rank, gossip_group, self.schedule,
-                                 self.delay_by_one, self.seed)
-            self.gossip.round = self._loaded_round
-            self.gossip.start()
+            self._start_gossip(leaders, gossip_group)
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The group's gradient all-reduce as DDP (overlapped with the backward pass)."""
+        return ddp_sum(model, self.group) if self.M > 1 else model
 
     # -- one step ----------------------------------------------------------------------------------
     def global_count(self, local_count: float) -> float:
-        count = torch.tensor([float(local_count)], dtype=torch.float64, device=self.params[0].device)
-        dist.all_reduce(count, group=self.group)
+        count = torch.tensor([float(local_count)], dtype=torch.float64)
+        dist.all_reduce(count, group=self.count_group)
         return float(count.item())
 
     def before_step(self, step: int) -> None:
@@ -89,6 +98,7 @@ class HADPSGD(GossipState):
             g.check()
             if self.delay_by_one:
                 g.wait_round()
+            g.stage()
             g.trigger()  # the round overlaps the group's gradient computation
         super().before_step(step)
         self._t_compute = time.perf_counter()
@@ -97,12 +107,8 @@ class HADPSGD(GossipState):
         self._slow_down()
         if self._t_compute is not None:
             self._add("compute_s", time.perf_counter() - self._t_compute)
-        t0 = time.perf_counter()
-        if self.M > 1:
-            all_reduce_grads(self.params, self.group)
-        self._add("group_comm_s", time.perf_counter() - t0)
 
-    def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def apply_step(self, optimizer) -> None:
         if self.gossip is not None:
             with self.gossip.locked():
                 optimizer.step()
@@ -133,18 +139,17 @@ class HADPSGD(GossipState):
         learners (a world collective), then fold and broadcast inside the group."""
         if self.gossip is not None:
             self.gossip.wait_round()
-        self._m["consensus_distance"] = consensus_distance(self._world_vec(self._effective()),
-                                                           self.world_size)
+        self._m["consensus_distance"] = consensus_distance(self._effective(), self.world_size, self.host_group)
         self._fold_and_broadcast()
 
     def finalize(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.gossip is not None:
             self.gossip.stop()
         self._fold_and_broadcast()
-        mine = self._world_vec(flat_copy(self.params))
-        self._m["consensus_distance"] = consensus_distance(mine, self.world_size)
+        mine = flat_copy(self.params)
+        self._m["consensus_distance"] = consensus_distance(mine, self.world_size, self.host_group)
         params = [p for p in model.parameters() if p.requires_grad]
-        set_flat_(params, average_over_learners(mine, self.world_size).to(params[0].device))
+        set_flat_(params, average_over_learners(mine, self.world_size, self.host_group).to(params[0].device))
         return model
 
     def _effective(self) -> torch.Tensor:

@@ -39,6 +39,7 @@ import logging
 import multiprocessing.connection
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -65,19 +66,44 @@ def in_launched_group() -> bool:
     return all(k in os.environ for k in ENV_KEYS)
 
 
-def resolve_backend(backend: str) -> str:
-    """``auto`` -> nccl when CUDA is available, else gloo. Asking for nccl without CUDA is an error."""
+def resolve_backend(backend: str, device: Optional[torch.device] = None, shared_gpu: bool = False) -> str:
+    """The default process group's backend for a learner computing on ``device``.
+
+    ``auto`` -> nccl when the learner computes on its own GPU, gloo on the CPU or when the learners of a
+    node share one GPU (NCCL refuses two ranks on one device). Asking for nccl without CUDA, or for a
+    learner on the CPU, is an error. (The ADPSGD gossip ring and the small host-side collectives always
+    use gloo groups of their own, beside this one.)
+    """
+    if backend not in ("auto", "gloo", "nccl"):
+        raise AsrError(f"dist.backend = {backend!r} is not one of auto, gloo, nccl")
+    on_gpu = torch.cuda.is_available() if device is None else device.type == "cuda"
     if backend == "auto":
-        return "nccl" if torch.cuda.is_available() else "gloo"
+        return "nccl" if on_gpu and not shared_gpu else "gloo"
     if backend == "nccl" and not torch.cuda.is_available():
         raise AsrError("dist.backend = nccl but CUDA is not available", fix="use dist.backend=gloo or auto")
-    if backend not in ("gloo", "nccl"):
-        raise AsrError(f"dist.backend = {backend!r} is not one of auto, gloo, nccl")
+    if backend == "nccl" and not on_gpu:
+        raise AsrError("dist.backend = nccl but the learners compute on the CPU",
+                       fix="use --device cuda, or dist.backend=gloo")
     return backend
 
 
+def local_store(timeout: datetime.timedelta) -> "dist.TCPStore":
+    """The rendezvous store of a locally spawned job, listening on 127.0.0.1 only.
+
+    TCPStore's server binds every interface when it opens its own socket; handing it a socket already
+    bound to the loopback address keeps the heartbeats and batch claims unreachable from other hosts.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((LOCAL_HOST, 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    # The store takes the descriptor over (and closes it when it goes).
+    return dist.TCPStore(LOCAL_HOST, port, None, True, timeout=timeout, wait_for_workers=False,
+                         master_listen_fd=sock.detach())
+
+
 def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, backend: str = "auto",
-                 timeout_s: float = 60.0, threads: int = 1) -> None:
+                 timeout_s: float = 60.0, threads: int = 1, device: str = "cpu") -> None:
     """Run ``fn(rank, world_size, args)`` on every learner of the job.
 
     Args:
@@ -88,6 +114,8 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
         timeout_s: process-group timeout (DistConfig.timeout_s); a silent learner is declared dead after
             min(timeout_s / 2, 30) s.
         threads: torch intra-op threads per learner.
+        device: ``auto | cpu | cuda | cuda:N`` (:mod:`asrtrain.device`): each learner binds its device before
+            it creates any process group.
 
     Raises:
         AsrError: one line naming the first learner that died or failed.
@@ -97,18 +125,22 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
         if learners not in (0, world):
             raise AsrError(f"--learners {learners} but the launcher started WORLD_SIZE={world} learners",
                            fix="drop --learners under torchrun/srun or make them agree")
-        _learner_entry(int(os.environ["RANK"]), world, fn, args, backend, timeout_s, threads, None)
+        _learner_entry(int(os.environ["RANK"]), world, fn, args, backend, timeout_s, threads, None, device)
         return
     if learners < 1:
         raise AsrError(f"--learners must be >= 1, got {learners}")
     # The parent hosts the rendezvous store: it outlives any learner, so a dead rank 0 is named too.
     tmo = datetime.timedelta(seconds=timeout_s)
-    store = dist.TCPStore(LOCAL_HOST, 0, None, True, timeout=tmo, wait_for_workers=False)
+    store = local_store(tmo)
     if learners == 1:
-        _learner_entry(0, 1, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), in_process=True)
+        _learner_entry(0, 1, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device,
+                       in_process=True)
         return
+    # Spawned learners' own sockets (gloo pairs, NCCL bootstrap) also stay on the loopback interface.
+    for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+        os.environ.setdefault(var, loopback_interface())
     ctx = torch.multiprocessing.start_processes(
-        _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port)),
+        _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device),
         nprocs=learners, join=False, start_method="spawn")
     _supervise(ctx.processes, timeout_s)
     del store
@@ -142,14 +174,29 @@ def _supervise(procs, timeout_s: float) -> None:
 
 
 def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s: float, threads: int,
-                   store_addr, in_process: bool = False) -> None:
-    """Body of one learner: join the group, watch the peers, run ``fn``, report one line on error."""
+                   store_addr, device_spec: str = "cpu", in_process: bool = False) -> None:
+    """Body of one learner: bind its device, join the group, watch the peers, run ``fn``, report one
+    line on error."""
+    from asrtrain.device import bind_device, resolve_device, shares_gpu
+
     if not in_process:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"%(asctime)s %(levelname)s rank{rank} %(name)s: %(message)s",
                             datefmt="%H:%M:%S")
+        if store_addr is not None:  # spawned here: our rank is our index on this node
+            os.environ["LOCAL_RANK"] = str(rank)
+            os.environ["LOCAL_WORLD_SIZE"] = str(world_size)
     torch.set_num_threads(max(1, threads))
-    backend = resolve_backend(backend)
+    try:
+        device = resolve_device(device_spec)
+        backend = resolve_backend(backend, device, shares_gpu(device_spec) and world_size > 1)
+    except AsrError as err:
+        if in_process:
+            raise
+        sys.stderr.write(f"asrtrain: error: learner rank {rank}: {err.render()}\n")
+        sys.stderr.flush()
+        os._exit(1)
+    bind_device(device)  # before any process group: NCCL's communicator is made for this GPU
     tmo = datetime.timedelta(seconds=timeout_s)
     if store_addr is None:  # torchrun / srun: the env:// rendezvous
         dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size, timeout=tmo)
@@ -161,7 +208,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         host, port = store_addr
         if not in_process:  # in-process, they would make the next run_learners think it is under torchrun
             os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK=str(rank),
-                              WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+                              WORLD_SIZE=str(world_size))
         store = dist.TCPStore(host, port, None, False, timeout=tmo)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
         store_owner = "the parent process"
@@ -181,6 +228,17 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         os._exit(1)  # a dead peer can make process-group teardown hang: leave now
     watch.stop()
     dist.destroy_process_group()
+
+
+def loopback_interface() -> str:
+    """The name of the loopback interface (``lo`` on Linux), for GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME."""
+    try:
+        for _, name in socket.if_nameindex():
+            if name == "lo" or name.startswith("lo"):
+                return name
+    except OSError:
+        pass
+    return "lo"
 
 
 class PeerFailure(AsrError):

@@ -19,17 +19,30 @@ from asrtrain.distributed.base import Partition, Strategy
 
 
 class Collective(Strategy):
-    """What every multi-learner strategy shares: world collectives and metric counters."""
+    """What every multi-learner strategy shares: host-side collectives and metric counters.
+
+    Two kinds of process group, each with tensors of its own kind: the default group (NCCL with device
+    tensors on GPUs, gloo on CPUs) carries the per-step traffic (gradients, in-group broadcasts), and
+    ``host_group`` (gloo, CPU tensors; the default group itself when that is gloo) carries the small
+    host-side values: global counts, validation totals, consensus distances, the final average. A count
+    that is known on the host never makes a round trip through the GPU (and never syncs its stream).
+    """
 
     _m: Dict[str, float]
+    host_group = None
+
+    def _make_host_group(self) -> None:
+        """Create the gloo world group (every learner, in the main thread, in the same order)."""
+        if dist.get_backend() != "gloo":
+            self.host_group = dist.new_group(list(range(self.world_size)), backend="gloo")
 
     def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
-        out = values.clone()
-        dist.all_reduce(out)
+        out = values.detach().to("cpu", copy=True)
+        dist.all_reduce(out, group=self.host_group)
         return out
 
     def barrier(self) -> None:
-        dist.barrier()
+        dist.barrier(group=self.host_group)
 
     def metrics(self) -> Dict[str, float]:
         out, self._m = self._m, {}
@@ -41,6 +54,10 @@ class Collective(Strategy):
 
 class SSGD(Collective):
     """Gradient all-reduce (SUM) in ``group`` (default: the whole job) every step.
+
+    The forward pass runs through :meth:`wrap`'s DistributedDataParallel: bucketed all-reduces start
+    during the backward pass, as soon as a bucket's gradients are ready, and a comm hook SUMs instead of
+    DDP's mean (the loss is already normalised by the global count).
 
     Args:
         rank, world_size: this learner in the job.
@@ -54,6 +71,7 @@ class SSGD(Collective):
         super().__init__(rank, world_size)
         self.sync_initial_weights = sync_initial_weights
         self.group = None  # the default group
+        self.count_group = None  # the host group of the same learners
         self._m: Dict[str, float] = {}
 
     def partition(self) -> Partition:
@@ -62,49 +80,55 @@ class SSGD(Collective):
     def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         super().setup(model, optimizer)
         self.params: List[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
+        self._make_host_group()
+        self.count_group = self.host_group
         if self.sync_initial_weights:
             broadcast_params(self.params, src=0, group=None)
 
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        return ddp_sum(model, self.group)
+
     def global_count(self, local_count: float) -> float:
-        count = torch.tensor([float(local_count)], dtype=torch.float64, device=self._device())
-        dist.all_reduce(count, group=self.group)
+        count = torch.tensor([float(local_count)], dtype=torch.float64)
+        dist.all_reduce(count, group=self.count_group)
         return float(count.item())
 
     def reduce_gradients(self) -> None:
+        """DDP has all-reduced the gradients during the backward pass; only time it here."""
         self._slow_down()
-        t0 = time.perf_counter()
         if self._t_step is not None:
-            self._add("compute_s", t0 - self._t_step)
-        all_reduce_grads(self.params, self.group)
-        self._add("comm_s", time.perf_counter() - t0)
+            self._add("compute_s", time.perf_counter() - self._t_step)
 
-    def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def apply_step(self, optimizer) -> None:
         optimizer.step()
         self._add("steps", 1)
 
-    def _device(self) -> torch.device:
-        params = getattr(self, "params", None)
-        return params[0].device if params else torch.device("cpu")
+
+def _sum_hook(group, bucket):
+    """DDP comm hook: SUM a bucket over ``group`` (DDP's own hook divides by the group size)."""
+    fut = dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0])
 
 
-def all_reduce_grads(params: List[torch.Tensor], group=None) -> None:
-    """Sum every parameter's gradient over ``group`` in one flat all-reduce.
+def ddp_sum(model: torch.nn.Module, group=None) -> torch.nn.Module:
+    """``model`` inside DistributedDataParallel over ``group``, gradients summed, not averaged.
 
-    A parameter without a gradient counts as zeros (and gets one), so all learners reduce vectors of the
-    same length even when a batch did not touch some parameter.
+    The learners' weights must already agree (``init_sync=False``: our own broadcast did that, and a
+    resumed learner keeps its own). Every parameter must get a gradient every step (no unused-parameter
+    search): the loop runs a zero-weighted forward for a learner whose slice of a batch is empty.
     """
-    grads = []
-    for p in params:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-        grads.append(p.grad)
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat, group=group)
-    offset = 0
-    for g in grads:
-        n = g.numel()
-        g.copy_(flat[offset:offset + n].view_as(g))
-        offset += n
+    from torch.nn.parallel import DistributedDataParallel
+
+    device = next(model.parameters()).device
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                  process_group=group, broadcast_buffers=False, init_sync=False)
+    ddp.register_comm_hook(group, _sum_hook)
+    return ddp
+
+
+def comm_device(group, tensor: torch.Tensor) -> torch.device:
+    """Where a tensor must be for a collective in ``group``: on its GPU for NCCL, on the host for gloo."""
+    return tensor.device if dist.get_backend(group) == "nccl" else torch.device("cpu")
 
 
 def broadcast_params(params: List[torch.Tensor], src: int, group=None) -> None:
@@ -112,6 +136,6 @@ def broadcast_params(params: List[torch.Tensor], src: int, group=None) -> None:
     from asrtrain.distributed.comm import set_flat_
 
     flat = torch.cat([p.detach().reshape(-1) for p in params])
+    flat = flat.to(comm_device(group, flat))
     dist.broadcast(flat, src=src, group=group)
-    set_flat_(params, flat)
-
+    set_flat_(params, flat.to(params[0].device))

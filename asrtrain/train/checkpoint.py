@@ -6,14 +6,22 @@ Layout in ``<exp>/checkpoints/``::
     step-00001200.rank0.pt       mid-epoch, every ``train.checkpoint_every_steps``
     latest                       the tag of the newest complete checkpoint (all ranks written)
 
-Each file holds the model, optimizer, step, sampler position (epoch, batch index), the RNG states,
-the strategy state and the learner's history; epoch files also hold the averaged model of all
-learners (``avg_model``), which ``average_last`` uses for ``final.pt``.
+Each file holds the model, optimizer, step, sampler position (epoch, batch index), the RNG states
+(CUDA's included), the fp16 gradient scaler, the strategy state and the learner's history; epoch files
+also hold the averaged model of all learners (``avg_model``), which ``average_last`` uses for ``final.pt``.
+
+Files hold only tensors and plain Python values, and are loaded with ``weights_only=True``: a checkpoint
+someone hands you cannot run code. Each ``X.pt`` has a ``X.pt.sha256`` beside it, written at save and
+checked at load, so a corrupted file is named instead of resumed from. Loading maps tensors to the
+learner's device (``map_location``), so a GPU checkpoint resumes or decodes on a CPU and back.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import logging
+import pickle
 import random
 import re
 from pathlib import Path
@@ -23,19 +31,30 @@ import numpy as np
 import torch
 
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_torch_save, atomic_write_text
+from asrtrain.io import atomic_open, atomic_write_text
 
 log = logging.getLogger(__name__)
 
 
-def rng_state() -> Dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+def rng_state(device: Optional[torch.device] = None) -> Dict[str, Any]:
+    """Every generator a learner draws from, as tensors and plain values (loadable with weights_only)."""
+    from asrtrain.device import rng_state as device_rng_state
+
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "python": random.getstate(),
+            "numpy": [name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+            **device_rng_state(device or torch.device("cpu"))}
 
 
-def set_rng_state(state: Dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+def set_rng_state(state: Dict[str, Any], device: Optional[torch.device] = None) -> None:
+    from asrtrain.device import set_rng_state as set_device_rng_state
+
+    torch.set_rng_state(state["torch"].cpu())
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    set_device_rng_state(state, device or torch.device("cpu"))
 
 
 def ckpt_dir(exp_dir: Path) -> Path:
@@ -48,39 +67,104 @@ def ckpt_path(exp_dir: Path, tag: str, rank: int) -> Path:
 
 def save(exp_dir: Path, tag: str, rank: int, state: Dict[str, Any]) -> Path:
     path = ckpt_path(exp_dir, tag, rank)
-    atomic_torch_save(state, path)
+    save_checked(state, path)
     return path
 
 
-def mark_latest(exp_dir: Path, tag: str, keep: int, world_size: int) -> None:
-    """Point ``latest`` at ``tag`` (call after every rank has written it) and prune old step files."""
+def save_checked(obj: Any, path: Path) -> None:
+    """``torch.save`` atomically, with the file's sha256 in ``path.sha256`` (written first: a kill
+    between the two leaves a mismatch that :func:`load_checked` names, never a silent bad load)."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    data = buf.getvalue()
+    atomic_write_text(Path(str(path) + ".sha256"), hashlib.sha256(data).hexdigest() + "\n")
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
+
+
+def load_checked(path: Path, map_location: Any = "cpu") -> Any:
+    """Load a file written by :func:`save_checked` (or any torch file without a ``.sha256``), never
+    running code (``weights_only=True``); one-line errors for a missing, corrupt or foreign file."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise AsrError("model file not found", path, fix="check the path") from None
+    except OSError as err:
+        raise AsrError(f"cannot read: {err.strerror}", path) from None
+    sums = Path(str(path) + ".sha256")
+    if sums.is_file():
+        want = sums.read_text(errors="replace").strip()
+        if hashlib.sha256(data).hexdigest() != want:
+            raise AsrError("checksum mismatch: the file is corrupt or was changed after it was written", path,
+                           fix=f"use an earlier checkpoint, or delete {sums.name} if you changed it on purpose")
+    try:
+        return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        first = " ".join(str(err).split())[:160]
+        raise AsrError(f"refused to load: the file holds more than tensors and plain values ({first})", path,
+                       fix="only load checkpoints written by asrtrain; a pickle can run code") from None
+    except Exception as err:  # noqa: BLE001 - truncated or not a torch file at all
+        raise AsrError(f"cannot read checkpoint ({type(err).__name__}: {' '.join(str(err).split())[:120]})",
+                       path, fix="use an earlier checkpoint") from None
+
+
+def mark_latest(exp_dir: Path, tag: str, keep: int, world_size: int, keep_epochs: int = 0) -> None:
+    """Point ``latest`` at ``tag`` (call after every rank has written it), then prune: step files beyond
+    the newest ``keep``, epoch files beyond the newest ``max(keep, keep_epochs)`` (``final.pt`` averages
+    the last ``train.average_last`` epochs, so those stay)."""
     atomic_write_text(ckpt_dir(exp_dir) / "latest", tag + "\n")
     steps = sorted(ckpt_dir(exp_dir).glob("step-*.rank0.pt"))
-    for old in steps[:-max(1, keep)]:
-        old_tag = old.name.split(".rank")[0]
+    epochs = epoch_checkpoints(exp_dir)
+    old = steps[:-max(1, keep)] + epochs[:-max(1, keep, keep_epochs)]
+    for path in old:
+        old_tag = path.name.split(".rank")[0]
         if old_tag == tag:
             continue
         for r in range(world_size):
-            ckpt_path(exp_dir, old_tag, r).unlink(missing_ok=True)
+            p = ckpt_path(exp_dir, old_tag, r)
+            p.unlink(missing_ok=True)
+            Path(str(p) + ".sha256").unlink(missing_ok=True)
+
+
+def clean_stale(exp_dir: Path) -> int:
+    """Remove ``.*.tmp`` files that a killed write left in the checkpoint dir; returns how many."""
+    n = 0
+    for p in ckpt_dir(exp_dir).glob(".*.tmp"):
+        p.unlink(missing_ok=True)
+        n += 1
+    return n
 
 
 def latest_tag(exp_dir: Path) -> Optional[str]:
+    """The newest complete checkpoint's tag, None when the run has none. Checkpoint files without a
+    readable ``latest`` are an error: resuming from scratch would overwrite them."""
     p = ckpt_dir(exp_dir) / "latest"
-    if not p.is_file():
-        return None
-    tag = p.read_text().strip()
-    return tag or None
+    files = sorted(ckpt_dir(exp_dir).glob("*.rank0.pt"))
+    tag = p.read_text(errors="replace").strip() if p.is_file() else ""
+    if tag and ckpt_path(exp_dir, tag, 0).is_file():
+        return tag
+    if files:
+        what = f"names {tag!r}, which does not exist" if tag else "is missing or empty"
+        raise AsrError(f"{p.name} {what}, but {len(files)} checkpoint file(s) are there (newest "
+                       f"{files[-1].name})", p,
+                       fix=f"write the tag to resume from into it (e.g. echo {files[-1].name.split('.rank')[0]} > {p}), "
+                           "or train with --restart to start over")
+    return None
 
 
-def load(exp_dir: Path, tag: str, rank: int) -> Dict[str, Any]:
+def load(exp_dir: Path, tag: str, rank: int, map_location: Any = "cpu") -> Dict[str, Any]:
     path = ckpt_path(exp_dir, tag, rank)
     if not path.is_file():
         raise AsrError(f"checkpoint for learner {rank} missing", path,
                        fix="resume with the same --learners as the interrupted run")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # a truncated file cannot happen with atomic writes, but say so clearly
-        raise AsrError(f"cannot read checkpoint: {err}", path, fix="delete it and resume from the previous one")
+    payload = load_checked(path, map_location)
+    missing = [k for k in ("model", "optimizer", "step", "epoch", "batch_index", "rng") if k not in payload] \
+        if isinstance(payload, dict) else ["everything"]
+    if missing:
+        raise AsrError(f"not a training checkpoint (no {', '.join(missing)})", path,
+                       fix="use a checkpoint from <exp>/checkpoints")
+    return payload
 
 
 def epoch_checkpoints(exp_dir: Path) -> List[Path]:
@@ -88,19 +172,24 @@ def epoch_checkpoints(exp_dir: Path) -> List[Path]:
                   key=lambda p: int(re.findall(r"epoch-(\d+)", p.name)[0]))
 
 
-def average_last(exp_dir: Path, k: int) -> Dict[str, torch.Tensor]:
-    """Average the ``avg_model`` of the last ``k`` epoch checkpoints (floating tensors only)."""
+def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -> Dict[str, torch.Tensor]:
+    """Average the ``avg_model`` of the last ``k`` epoch checkpoints (floating tensors only), summing on
+    ``device`` (default the CPU); the result is on the host."""
     paths = epoch_checkpoints(exp_dir)[-max(1, k):]
     if not paths:
         raise AsrError("no epoch checkpoints to average", ckpt_dir(exp_dir), fix="train first")
     total: Dict[str, torch.Tensor] = {}
     for p in paths:
-        state = torch.load(p, map_location="cpu", weights_only=False)["avg_model"]
+        payload = load_checked(p, device or "cpu")
+        if not isinstance(payload, dict) or "avg_model" not in payload:
+            raise AsrError("epoch checkpoint without the learner-averaged model (avg_model)", p,
+                           fix="average epoch checkpoints written by asrtrain train")
+        state = payload["avg_model"]
         for name, t in state.items():
             if name not in total:
                 total[name] = t.clone().double() if t.is_floating_point() else t.clone()
             elif t.is_floating_point():
                 total[name] += t.double()
-    out = {n: (t / len(paths)).float() if t.is_floating_point() else t for n, t in total.items()}
+    out = {n: ((t / len(paths)).float() if t.is_floating_point() else t).cpu() for n, t in total.items()}
     log.info("averaged %d checkpoints: %s", len(paths), ", ".join(p.name for p in paths))
     return out

@@ -32,6 +32,19 @@ class Batch:
     def num_frames(self) -> int:
         return int(self.feat_lens.sum())
 
+    def pin(self) -> "Batch":
+        """The padded tensors in page-locked host memory, so the copy to a GPU can be asynchronous."""
+        return Batch(self.utts, self.feats.pin_memory(), self.feat_lens, self.targets.pin_memory(),
+                     self.target_lens)
+
+    def to(self, device: torch.device) -> "Batch":
+        """Features and targets on ``device`` (``non_blocking``: from pinned memory the copy overlaps the
+        GPU's work). The lengths stay on the host: packing sequences and CTC read them there."""
+        if device.type == "cpu":
+            return self
+        return Batch(self.utts, self.feats.to(device, non_blocking=True), self.feat_lens,
+                     self.targets.to(device, non_blocking=True), self.target_lens)
+
 
 def ctc_feasible(num_frames: int, tokens: Sequence[int], subsample: int) -> bool:
     """CTC needs one output frame per token plus one blank between repeated tokens."""
@@ -133,12 +146,18 @@ class AsrDataset:
                      torch.from_numpy(y), torch.tensor([len(a) for a in tg], dtype=torch.long))
 
 
-def prefetch(dataset: AsrDataset, batches: Sequence[Sequence[str]], depth: int = 2) -> Iterator[Batch]:
+def prefetch(dataset: AsrDataset, batches: Sequence[Sequence[str]], depth: int = 2,
+             pin: bool = False) -> Iterator[Batch]:
     """Collate batches on a background thread, ``depth`` ahead of the consumer (reading and padding
-    overlap with compute; the order and content are unchanged, so resume is unaffected)."""
+    overlap with compute; the order and content are unchanged, so resume is unaffected). With ``pin``
+    (a GPU learner), batches are collated into pinned host memory on that thread."""
+    def make(b):
+        batch = dataset.collate(b)
+        return batch.pin() if pin else batch
+
     if depth <= 0:
         for b in batches:
-            yield dataset.collate(b)
+            yield make(b)
         return
     q: "queue.Queue" = queue.Queue(maxsize=depth)
     stop = threading.Event()
@@ -148,7 +167,7 @@ def prefetch(dataset: AsrDataset, batches: Sequence[Sequence[str]], depth: int =
             for b in batches:
                 if stop.is_set():
                     return
-                q.put(dataset.collate(b))
+                q.put(make(b))
             q.put(None)
         except BaseException as err:  # surfaced in the consumer
             q.put(err)

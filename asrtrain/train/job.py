@@ -41,28 +41,56 @@ def resolve_config(cfg: Config, train_dir: Path, tokenizer: Optional[Path], alig
     return replace(cfg, features=reader.config, model=replace(cfg.model, input_dim=dim, num_targets=targets))
 
 
+# Keys that may change between a run and its resumption: where and how fast it computes, not what.
+RESUMABLE_CHANGES = {"train.device", "train.threads", "dist.timeout_s", "dist.backend", "train.log_every_steps"}
+
+
+def config_diff(old: dict, new: dict) -> list:
+    """Dotted keys whose values differ; a key missing from ``old`` (an older asrtrain) counts as its
+    default."""
+    defaults = to_dict(Config())
+    return [f"{s}.{k}" for s in new for k in new[s]
+            if f"{s}.{k}" not in RESUMABLE_CHANGES
+            and (old.get(s) or {}).get(k, defaults.get(s, {}).get(k)) != new[s][k]]
+
+
 def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides: Iterable[str], train_dir: Path,
                 dev_dir: Optional[Path], exp_dir: Path, tokenizer: Optional[Path], alignments: Optional[str],
-                resume: bool, stop_after_steps: int = 0) -> TrainJob:
+                resume: bool, stop_after_steps: int = 0, restart: bool = False) -> TrainJob:
     """Resolve the config and write ``config.yaml`` and ``tokenizer.model`` into the exp dir.
 
     On ``--resume`` the stored config must equal the resolved one (training under a changed config is
-    not a resume); the error says which keys differ.
+    not a resume; the device, threads and timeouts may change); the error says which keys differ.
+    ``restart`` deletes an earlier run's checkpoints and final model and starts over.
     """
     exp_dir = Path(exp_dir)
+    if resume and restart:
+        raise AsrError("--resume and --restart contradict each other", fix="give one of them")
     cfg = resolve_config(load_config(config, overrides, extra=extra_configs), Path(train_dir), tokenizer,
                          alignments)
     stored = exp_dir / "config.yaml"
+    ckpts = exp_dir / "checkpoints"
+    if restart and ckpts.is_dir():
+        shutil.rmtree(ckpts)
+        for name in ("final.pt", "final.pt.sha256"):
+            (exp_dir / name).unlink(missing_ok=True)
+        log.info("--restart: removed the earlier run's checkpoints in %s", exp_dir)
     if resume and stored.is_file():
-        old = yaml.safe_load(stored.read_text())
-        new = to_dict(cfg)
-        diff = [f"{s}.{k}" for s in new for k in new[s] if old.get(s, {}).get(k) != new[s][k]]
+        try:
+            old = yaml.safe_load(stored.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
+            raise AsrError(f"cannot read the stored config ({type(err).__name__})", stored,
+                           fix="restore it from a backup, or train again with --restart") from None
+        if not isinstance(old, dict):
+            raise AsrError("the stored config is not a YAML mapping", stored,
+                           fix="restore it from a backup, or train again with --restart")
+        diff = config_diff(old, to_dict(cfg))
         if diff:
             raise AsrError(f"--resume with a different config ({', '.join(diff)})", stored,
                            fix="resume with the original options or use a new --exp-dir")
-    elif not resume and (exp_dir / "checkpoints" / "latest").exists():
+    elif not resume and ckpts.is_dir() and any(ckpts.glob("*.pt")):
         raise AsrError("exp dir already holds a training run", exp_dir,
-                       fix="add --resume to continue it, or choose a new --exp-dir")
+                       fix="add --resume to continue it, --restart to start over, or choose a new --exp-dir")
     exp_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, stored)
     if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
@@ -118,6 +146,6 @@ def train(job: TrainJob) -> Optional[Path]:
              "resume" if job.resume else "fresh")
     learners = 0 if in_launched_group() and d.learners == 1 else d.learners
     run_learners(learner_main, job, learners, backend=d.backend, timeout_s=d.timeout_s,
-                 threads=threads_for(job.cfg, d.learners))
+                 threads=threads_for(job.cfg, d.learners), device=job.cfg.train.device)
     final = job.exp_dir / "final.pt"
     return final if final.is_file() and not job.stop_after_steps else None

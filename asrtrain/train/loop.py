@@ -14,6 +14,7 @@ Commands (the exp dir describes itself: config.yaml, tokenizer.model, checkpoint
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import time
@@ -26,7 +27,9 @@ import torch
 import torch.nn.functional as F
 
 from asrtrain.config import Config
+from asrtrain.device import ScaledStep, autocast, check_precision, make_scaler, resolve_device
 from asrtrain.distributed.base import Strategy
+from asrtrain.errors import AsrError
 from asrtrain.model.blstm import BLSTM, build_model
 from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.batching import BatchSource, BatchSpec, batch_source, oversized
@@ -62,27 +65,41 @@ class LearnerState:
 # ------------------------------------------------------------------------------------------------
 # Pieces of one step
 
-def compute_loss(model: BLSTM, batch: Batch, loss_kind: str):
-    """Summed loss of a batch and its count (tokens for CTC, output frames for CE).
+def batch_count(batch: Batch, loss_kind: str) -> int:
+    """What the loss of ``batch`` is normalised by, known on the host before the forward pass: its
+    tokens (CTC) or its labelled output frames (CE)."""
+    if loss_kind == "ctc":
+        return int(batch.target_lens.sum())
+    return int((batch.targets >= 0).sum())
+
+
+def compute_loss(net: torch.nn.Module, batch: Batch, loss_kind: str, precision: str = "fp32"):
+    """Summed loss of a batch (a float32 scalar) and its count (tokens for CTC, output frames for CE).
 
     The sum, not the mean, comes back: the caller divides by the *global* count over all learners,
     so that N learners' summed gradients equal one learner's gradient on the union of their batches.
+    The forward pass runs under autocast (``precision`` bf16/fp16); the loss is computed in float32 from
+    float32 log-probabilities. A learner whose slice of a batch is empty runs a zero-weighted forward of
+    a one-frame dummy, so every parameter gets its (zero) gradient and the group's all-reduce matches.
     """
+    device = next(net.parameters()).device
     if len(batch.utts) == 0:
-        zero = sum(p.sum() for p in model.parameters()) * 0.0  # keeps the graph for allreduce
-        return zero, 0
-    log_probs, out_lens = model(batch.feats, batch.feat_lens)
+        dim = net.module.cfg.input_dim if hasattr(net, "module") else net.cfg.input_dim
+        with autocast(device, precision):
+            log_probs, _ = net(torch.zeros(1, 1, dim, device=device), torch.ones(1, dtype=torch.long))
+        return log_probs.float().sum() * 0.0, 0
+    with autocast(device, precision):
+        log_probs, out_lens = net(batch.feats, batch.feat_lens)
+    log_probs = log_probs.float()
     if loss_kind == "ctc":
         targets = batch.targets.clamp(min=0)
         loss = F.ctc_loss(log_probs.transpose(0, 1), targets, out_lens, batch.target_lens, blank=0,
                           reduction="sum", zero_infinity=True)
-        count = int(batch.target_lens.sum())
     else:
         t = min(log_probs.shape[1], batch.targets.shape[1])
         loss = F.nll_loss(log_probs[:, :t].reshape(-1, log_probs.shape[-1]),
                           batch.targets[:, :t].reshape(-1), ignore_index=-1, reduction="sum")
-        count = int((batch.targets[:, :t] >= 0).sum())
-    return loss, count
+    return loss, batch_count(batch, loss_kind)
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
@@ -97,46 +114,100 @@ def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.Optimizer
     return torch.optim.Adam(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
 
 
-def train_one_epoch(model, optimizer, strategy: Strategy, data: AsrDataset, source: BatchSource,
+@dataclass
+class Learner:
+    """What one learner trains with: the model, the module forward passes run through (DDP in sync
+    groups), the optimizer and what steps it (through the fp16 scaler), its device and precision."""
+    model: BLSTM
+    net: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    stepper: ScaledStep
+    device: torch.device
+    precision: str
+    bad_steps: int = 0  # consecutive steps whose gradients were not finite
+
+    @property
+    def scaler(self):
+        return self.stepper.scaler
+
+
+def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, source: BatchSource,
                     state: LearnerState, job: TrainJob, total_steps: int, monitor: Monitor
                     ) -> Dict[str, float]:
     """Train on this learner's batches of ``state.epoch`` from ``state.batch_index``; returns totals."""
     cfg = job.cfg
+    model, optimizer = learner.model, learner.optimizer
     model.train()
     loss_sum, count_sum = 0.0, 0
     gen = torch.Generator()
     todo = source.batches(state.epoch, state.batch_index)
-    for batch in prefetch(data, todo, source.prefetch_depth):
+    for batch in prefetch(data, todo, source.prefetch_depth, pin=learner.device.type == "cuda"):
         lr = lr_at(source.schedule_step(state.step), cfg.train, total_steps)
         set_lr(optimizer, lr)
         strategy.before_step(state.step)
+        batch = batch.to(learner.device)
         gen.manual_seed(cfg.train.seed * 7919 + state.step * 31 + strategy.rank)
         feats = spec_augment(batch.feats, batch.feat_lens, cfg.specaug, gen)
         t0 = time.perf_counter()
-        loss, count = compute_loss(model, Batch(batch.utts, feats, batch.feat_lens, batch.targets,
-                                                batch.target_lens), cfg.model.loss)
-        denom = max(1.0, strategy.global_count(count))
+        denom = max(1.0, strategy.global_count(batch_count(batch, cfg.model.loss)))
+        loss, count = compute_loss(learner.net, Batch(batch.utts, feats, batch.feat_lens, batch.targets,
+                                                      batch.target_lens), cfg.model.loss, learner.precision)
         optimizer.zero_grad(set_to_none=False)
-        (loss / denom).backward()
+        scaled = loss / denom
+        (learner.scaler.scale(scaled) if learner.scaler is not None else scaled).backward()
         strategy.reduce_gradients()
-        if cfg.train.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
-        strategy.apply_step(optimizer)
+        loss_value = step_or_skip(learner, strategy, loss, cfg.train, state.step)
         strategy.after_step(state.step)
         compute_s = time.perf_counter() - t0
         state.step += 1
         state.batch_index += 1
-        loss_sum += float(loss.detach())
-        count_sum += count
-        monitor.step(state, float(loss.detach()) / max(1, count), lr, batch.num_frames, compute_s,
+        if loss_value is not None:
+            loss_sum += loss_value
+            count_sum += count
+        monitor.step(state, (loss_value or 0.0) / max(1, count), lr, batch.num_frames, compute_s,
                      strategy.metrics)
         if cfg.train.checkpoint_every_steps and state.step % cfg.train.checkpoint_every_steps == 0 \
                 and source.remaining(state.epoch, state.batch_index):
-            save_checkpoint(model, optimizer, strategy, state, job, tag=f"step-{state.step:08d}")
+            save_checkpoint(learner, strategy, state, job, tag=f"step-{state.step:08d}")
         # The job's progress in static steps (a learner's own count under dynamic balance differs)
         if job.stop_after_steps and source.schedule_step(state.step) >= job.stop_after_steps:
             raise StopTraining(state.step)
     return {"train_loss": loss_sum / max(1, count_sum), "train_count": count_sum}
+
+
+def step_or_skip(learner: Learner, strategy: Strategy, loss: torch.Tensor, t, step: int) -> Optional[float]:
+    """Clip and take the optimizer step, unless the loss or the (all-reduced) gradients are not finite.
+
+    Non-finite numbers are caught where they enter the weights: such a step is skipped with a warning
+    and counted (in a sync group every member sees the same reduced gradients, so all skip together;
+    under fp16 the gradient scaler skips overflowed steps itself and lowers its scale).
+    ``train.max_bad_steps`` skipped steps in a row stop training with an error. Returns the batch's
+    summed loss, or None when the step was skipped. (One host sync per step: the loss and the norm.)
+    """
+    params = [p for p in learner.model.parameters() if p.grad is not None]
+    if learner.scaler is not None:
+        learner.scaler.unscale_(learner.optimizer)
+    if t.grad_clip > 0:
+        norm = torch.nn.utils.clip_grad_norm_(params, t.grad_clip)
+    else:
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    loss_value, norm_value = torch.stack([loss.detach().float(), norm.detach().float().to(loss.device)]).tolist()
+    finite = math.isfinite(loss_value) and math.isfinite(norm_value)
+    learner.stepper.skip = not finite and learner.scaler is None
+    strategy.apply_step(learner.stepper)
+    if finite:
+        learner.bad_steps = 0
+        return loss_value
+    learner.bad_steps += 1
+    what = "loss" if not math.isfinite(loss_value) else "gradient norm"
+    if learner.scaler is None or not math.isfinite(loss_value):
+        log.warning("learner %d step %d: %s is %s; step skipped (%d in a row)", strategy.rank, step, what,
+                    loss_value if what == "loss" else norm_value, learner.bad_steps)
+    if learner.bad_steps >= t.max_bad_steps:
+        raise AsrError(f"{learner.bad_steps} steps in a row had a non-finite {what} (learner {strategy.rank}, "
+                       f"step {step}); training stopped before the model was damaged",
+                       fix="lower train.lr, check the features for NaN/Inf, or use train.precision=fp32")
+    return None
 
 
 class StopTraining(Exception):
@@ -144,73 +215,90 @@ class StopTraining(Exception):
 
 
 @torch.no_grad()
-def compute_validation_loss(model, strategy: Strategy, data: AsrDataset, cfg: Config) -> float:
-    """Loss per token (CTC) or frame (CE) on the dev set, summed over all learners' shards."""
+def compute_validation_loss(learner: Learner, strategy: Strategy, data: AsrDataset, cfg: Config) -> float:
+    """Loss per token (CTC) or frame (CE) on the dev set, summed over all learners' shards (the
+    learner's own weights; the plain module, not DDP: shards differ in size and need no sync)."""
+    model = learner.model
     model.eval()
     utts = sorted(data.lengths)[strategy.rank::strategy.world_size]
     spec = BatchSpec(cfg.train.max_frames, cfg.train.max_utts, cfg.train.bucket_width, 0)
     from asrtrain.train.batching import make_batches
-    totals = torch.zeros(2, dtype=torch.float64)
-    for batch in prefetch(data, make_batches({u: data.lengths[u] for u in utts}, spec, 0)):
-        loss, count = compute_loss(model, batch, cfg.model.loss)
-        totals += torch.tensor([float(loss), float(count)], dtype=torch.float64)
-    totals = strategy.all_reduce_sum(totals)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=learner.device)
+    count = 0
+    for batch in prefetch(data, make_batches({u: data.lengths[u] for u in utts}, spec, 0),
+                          pin=learner.device.type == "cuda"):
+        loss, n = compute_loss(model, batch.to(learner.device), cfg.model.loss, learner.precision)
+        loss_sum += loss.double()
+        count += n
+    totals = strategy.all_reduce_sum(torch.tensor([float(loss_sum), float(count)], dtype=torch.float64))
     model.train()
     return float(totals[0] / max(1.0, float(totals[1])))
 
 
-def save_checkpoint(model, optimizer, strategy: Strategy, state: LearnerState, job: TrainJob, tag: str,
+def save_checkpoint(learner: Learner, strategy: Strategy, state: LearnerState, job: TrainJob, tag: str,
                     avg_model: Optional[Dict[str, torch.Tensor]] = None) -> None:
     """Every learner writes its own file; ``latest`` moves only after all of them have."""
+    strategy.settle()
     payload = {
-        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": state.step,
+        "model": learner.model.state_dict(), "optimizer": learner.optimizer.state_dict(), "step": state.step,
         "epoch": state.epoch, "batch_index": state.batch_index, "history": state.history,
-        "rng": ckpt.rng_state(), "strategy": strategy.state_dict(), "world_size": strategy.world_size,
+        "rng": ckpt.rng_state(learner.device), "strategy": strategy.state_dict(),
+        "world_size": strategy.world_size, "bad_steps": learner.bad_steps,
     }
+    if learner.scaler is not None:
+        payload["scaler"] = learner.scaler.state_dict()
     if avg_model is not None:
         payload["avg_model"] = avg_model
     ckpt.save(job.exp_dir, tag, strategy.rank, payload)
     strategy.barrier()
     if strategy.is_main:
-        ckpt.mark_latest(job.exp_dir, tag, job.cfg.train.keep_checkpoints, strategy.world_size)
+        ckpt.mark_latest(job.exp_dir, tag, job.cfg.train.keep_checkpoints, strategy.world_size,
+                         keep_epochs=job.cfg.train.average_last)
         log.info("checkpoint %s (step %d)", tag, state.step)
 
 
-def load_checkpoint(model, optimizer, strategy: Strategy, job: TrainJob) -> LearnerState:
+def load_checkpoint(learner: Learner, strategy: Strategy, job: TrainJob) -> LearnerState:
+    """The learner's state from the exp dir's latest checkpoint, tensors mapped to its device."""
     tag = ckpt.latest_tag(job.exp_dir)
     if tag is None:
         log.info("--resume: no checkpoint in %s, starting fresh", job.exp_dir)
         return LearnerState()
-    payload = ckpt.load(job.exp_dir, tag, strategy.rank)
+    path = ckpt.ckpt_path(job.exp_dir, tag, strategy.rank)
+    payload = ckpt.load(job.exp_dir, tag, strategy.rank, map_location=learner.device)
     if payload.get("world_size", 1) != strategy.world_size:
-        from asrtrain.errors import AsrError
         raise AsrError(f"checkpoint was written by {payload['world_size']} learners, this run has "
-                       f"{strategy.world_size}", ckpt.ckpt_path(job.exp_dir, tag, strategy.rank),
-                       fix=f"resume with --learners {payload['world_size']}")
-    model.load_state_dict(payload["model"])
-    optimizer.load_state_dict(payload["optimizer"])
+                       f"{strategy.world_size}", path, fix=f"resume with --learners {payload['world_size']}")
+    try:
+        learner.model.load_state_dict(payload["model"])
+        learner.optimizer.load_state_dict(payload["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as err:
+        raise AsrError(f"checkpoint does not fit this model ({' '.join(str(err).split())[:160]})", path,
+                       fix="resume with the config the run was trained with") from None
+    if learner.scaler is not None and "scaler" in payload:
+        learner.scaler.load_state_dict(payload["scaler"])
+    learner.bad_steps = int(payload.get("bad_steps", 0))
     strategy.load_state_dict(payload["strategy"])
-    ckpt.set_rng_state(payload["rng"])
+    ckpt.set_rng_state(payload["rng"], learner.device)
     log.info("resumed from %s: epoch %d, batch %d, step %d", tag, payload["epoch"] + 1,
              payload["batch_index"], payload["step"])
     return LearnerState(payload["step"], payload["epoch"], payload["batch_index"], payload["history"])
 
 
 def average_weights(model, strategy: Strategy) -> Dict[str, torch.Tensor]:
-    """The mean of all learners' weights (identical on every learner); a collective call."""
+    """The mean of all learners' weights (identical on every learner, on the host); a collective call."""
     state = model.state_dict()
     names = [n for n, t in state.items() if t.is_floating_point()]
     if strategy.world_size == 1:
-        return {n: t.detach().clone() for n, t in state.items()}
+        return {n: t.detach().to("cpu", copy=True) for n, t in state.items()}
     flat = torch.cat([state[n].detach().reshape(-1).double() for n in names])
-    flat = strategy.all_reduce_sum(flat) / strategy.world_size
+    flat = strategy.all_reduce_sum(flat) / strategy.world_size  # on the host
     out, offset = {}, 0
     for n, t in state.items():
         if n in names:
-            out[n] = flat[offset: offset + t.numel()].view_as(t).to(t.dtype).clone()
+            out[n] = flat[offset: offset + t.numel()].view(t.shape).to(t.dtype).clone()
             offset += t.numel()
         else:
-            out[n] = t.clone()
+            out[n] = t.to("cpu", copy=True)
     return out
 
 
@@ -226,6 +314,8 @@ def seed_everything(seed: int) -> None:
 def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Optional[Path]:
     """Train one learner to the end. Returns the final model path on the main learner."""
     cfg = job.cfg
+    device = resolve_device(cfg.train.device)
+    check_precision(cfg.train.precision, device)
     seed_everything(cfg.train.seed)  # same initial weights on every learner ...
     tokenizer = None
     if cfg.model.loss == "ctc":
@@ -237,12 +327,20 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
         alignments = read_alignments(job.alignments)
     train_data = AsrDataset(job.train_dir, cfg.model.subsample, tokenizer, alignments)
     dev_data = AsrDataset(job.dev_dir, cfg.model.subsample, tokenizer, alignments) if job.dev_dir else None
-    model = build_model(cfg.model)
+    model = build_model(cfg.model).to(device)  # before the optimizer: its state lives on the device too
     optimizer = make_optimizer(model, cfg)
-    state = load_checkpoint(model, optimizer, strategy, job) if job.resume else LearnerState()
+    learner = Learner(model, model, optimizer, ScaledStep(optimizer, make_scaler(cfg.train.precision, device)),
+                      device, cfg.train.precision)
+    if strategy.is_main:
+        log.info("learner device %s, precision %s, %d parameters", device, cfg.train.precision,
+                 sum(p.numel() for p in model.parameters()))
+    if strategy.is_main and job.resume and (removed := ckpt.clean_stale(job.exp_dir)):
+        log.info("removed %d unfinished checkpoint write(s) left by a killed run", removed)
+    state = load_checkpoint(learner, strategy, job) if job.resume else LearnerState()
     if not job.resume or state.step == 0:
         seed_everything(cfg.train.seed + 1000 * rank)  # ... then each learner its own dropout stream
     strategy.setup(model, optimizer)
+    learner.net = strategy.wrap(model)
 
     part = strategy.partition()
     spec = BatchSpec(cfg.train.max_frames, cfg.train.max_utts, cfg.train.bucket_width, cfg.train.seed,
@@ -257,17 +355,16 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     try:
         while state.epoch < cfg.train.epochs:
             t0 = time.time()
-            totals = train_one_epoch(model, optimizer, strategy, train_data, source, state, job, total_steps,
-                                     monitor)
+            totals = train_one_epoch(learner, strategy, train_data, source, state, job, total_steps, monitor)
             strategy.end_epoch(state.epoch)
-            dev_loss = compute_validation_loss(model, strategy, dev_data, cfg) if dev_data else float("nan")
+            dev_loss = compute_validation_loss(learner, strategy, dev_data, cfg) if dev_data else float("nan")
             row = {"epoch": state.epoch + 1, "train_loss": totals["train_loss"], "dev_loss": dev_loss,
                    "lr": lr_at(max(0, state.step - 1), cfg.train, total_steps), "seconds": time.time() - t0}
             state.history.append(row)
             monitor.epoch(row)
             state.epoch += 1
             state.batch_index = 0
-            save_checkpoint(model, optimizer, strategy, state, job, tag=f"epoch-{state.epoch:04d}",
+            save_checkpoint(learner, strategy, state, job, tag=f"epoch-{state.epoch:04d}",
                             avg_model=average_weights(model, strategy))
     except StopTraining:
         monitor.close()
@@ -285,20 +382,26 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
 
 def write_final(job: TrainJob, model) -> Path:
     """``final.pt``: the average of the last ``train.average_last`` epochs' averaged models."""
-    from asrtrain.io import atomic_torch_save
     k = min(job.cfg.train.average_last, len(ckpt.epoch_checkpoints(job.exp_dir)))
-    state = ckpt.average_last(job.exp_dir, k) if k > 1 else model.state_dict()
+    state = ckpt.average_last(job.exp_dir, k) if k > 1 else {n: t.to("cpu") for n, t in model.state_dict().items()}
+    bad = [n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise AsrError(f"the final model has non-finite weights ({', '.join(bad[:3])}); final.pt not written",
+                       job.exp_dir / "checkpoints", fix="resume from an earlier epoch with a lower train.lr")
     path = job.exp_dir / "final.pt"
-    atomic_torch_save({"model": state, "averaged": k}, path)
+    ckpt.save_checked({"model": state, "averaged": k}, path)
     log.info("final model (average of the last %d epoch(s)) -> %s", max(1, k), path)
     return path
 
 
 def threads_for(cfg: Config, learners_here: int) -> int:
+    """Torch intra-op threads per learner: ``train.threads``, else the cores shared by the learners on
+    this node (under torchrun/srun LOCAL_WORLD_SIZE of them, not ``dist.learners``)."""
     if cfg.train.threads > 0:
         return cfg.train.threads
-    return max(1, (os.cpu_count() or 1) // max(1, learners_here))
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "0"))
+    return max(1, (os.cpu_count() or 1) // max(1, local or learners_here))
 
 
-__all__ = ["TrainJob", "LearnerState", "run", "compute_loss", "train_one_epoch", "compute_validation_loss",
+__all__ = ["TrainJob", "LearnerState", "Learner", "run", "compute_loss", "batch_count", "train_one_epoch", "compute_validation_loss",
            "save_checkpoint", "load_checkpoint", "average_weights", "lr_at"]

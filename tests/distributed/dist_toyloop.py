@@ -81,6 +81,7 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
                                 momentum=args.momentum)
     t_start = time.perf_counter()
     strategy.setup(model, optimizer)
+    net = strategy.wrap(model)
     initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
     identical_ok = True
     slow = strategy.slowdown
@@ -90,7 +91,7 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
             os.kill(os.getpid(), signal.SIGKILL)
         strategy.before_step(step)
         optimizer.zero_grad()
-        loss = ((model(x) - y) ** 2).sum() / strategy.global_count(len(x))
+        loss = ((net(x) - y) ** 2).sum() / strategy.global_count(len(x))
         loss.backward()
         if args.sleep_s:
             time.sleep(args.sleep_s)  # the "compute"; slowdown multiplies it in reduce_gradients
@@ -135,10 +136,11 @@ def single_reference(args: ToyArgs):
     model = make_model(args.seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     strategy.setup(model, optimizer)
+    net = strategy.wrap(model)
     for step, (x, y) in enumerate(my_batches(strategy, args)):
         strategy.before_step(step)
         optimizer.zero_grad()
-        loss = ((model(x) - y) ** 2).sum() / strategy.global_count(len(x))
+        loss = ((net(x) - y) ** 2).sum() / strategy.global_count(len(x))
         loss.backward()
         strategy.reduce_gradients()
         strategy.apply_step(optimizer)

@@ -37,7 +37,7 @@ def train(data, exp, *extra):
 
 
 def params(path):
-    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+    return torch.load(path, map_location="cpu", weights_only=True)["model"]
 
 
 def test_resume_reproduces_uninterrupted_run(data, tmp_path):
@@ -56,8 +56,8 @@ def test_resume_reproduces_uninterrupted_run(data, tmp_path):
     for k in a:
         assert torch.equal(a[k], b[k]), k
     # an epoch-end resume point gives the same too
-    e1 = torch.load(tmp_path / "full" / "checkpoints" / "epoch-0003.rank0.pt", weights_only=False)
-    e2 = torch.load(tmp_path / "cut" / "checkpoints" / "epoch-0003.rank0.pt", weights_only=False)
+    e1 = torch.load(tmp_path / "full" / "checkpoints" / "epoch-0003.rank0.pt", weights_only=True)
+    e2 = torch.load(tmp_path / "cut" / "checkpoints" / "epoch-0003.rank0.pt", weights_only=True)
     assert e1["step"] == e2["step"] and e1["history"][0]["train_loss"] == e2["history"][0]["train_loss"]
 
 
@@ -73,7 +73,7 @@ def test_exp_dir_describes_itself(data, tmp_path):
     log = (exp / "train.log").read_text()
     assert "epoch 3:" in log and "dev_loss" in log
     # final.pt is the average of the last 3 epochs' models
-    eps = [torch.load(exp / "checkpoints" / f"epoch-000{i}.rank0.pt", weights_only=False)["avg_model"]
+    eps = [torch.load(exp / "checkpoints" / f"epoch-000{i}.rank0.pt", weights_only=True)["avg_model"]
            for i in (1, 2, 3)]
     final = params(exp / "final.pt")
     k = "head.weight"

@@ -41,7 +41,7 @@ def taken(exp):
 
 
 def steps(exp, tag, ranks):
-    return [torch.load(exp / "checkpoints" / f"{tag}.rank{r}.pt", weights_only=False)["step"] for r in ranks]
+    return [torch.load(exp / "checkpoints" / f"{tag}.rank{r}.pt", weights_only=True)["step"] for r in ranks]
 
 
 def test_dynamic_balance_lets_the_fast_adpsgd_learner_take_more_batches(data, tmp_path):  # noqa: F811
@@ -80,7 +80,7 @@ def test_hadpsgd_dynamic_groups_step_together_with_identical_members(data, tmp_p
         assert t[e, 0] + t[e, 2] == global_batches(data, e - 1, group_size=2), t
     s = steps(exp, "epoch-0002", range(4))
     assert s[0] == s[1] and s[2] == s[3]
-    ck = [torch.load(exp / "checkpoints" / f"epoch-0002.rank{r}.pt", weights_only=False)["model"]
+    ck = [torch.load(exp / "checkpoints" / f"epoch-0002.rank{r}.pt", weights_only=True)["model"]
           for r in range(4)]
     for k in ck[0]:
         assert torch.equal(ck[0][k], ck[1][k]) and torch.equal(ck[2][k], ck[3][k]), k
@@ -101,7 +101,7 @@ def test_single_learner_dynamic_equals_static(data, tmp_path):  # noqa: F811
     a, b = tmp_path / "a", tmp_path / "b"
     assert train(data, a, []).exit_code == 0
     assert train(data, b, ["train.balance=dynamic"]).exit_code == 0
-    fa, fb = (torch.load(p / "final.pt", weights_only=False)["model"] for p in (a, b))
+    fa, fb = (torch.load(p / "final.pt", weights_only=True)["model"] for p in (a, b))
     assert all(torch.equal(fa[k], fb[k]) for k in fa)
 
 

@@ -32,7 +32,7 @@ def train(data, exp, sets, *extra):
 
 
 def final(exp):
-    return torch.load(exp / "final.pt", weights_only=False)["model"]
+    return torch.load(exp / "final.pt", weights_only=True)["model"]
 
 
 def test_ssgd_two_learners_equal_one_learner_with_the_same_global_batch(data, tmp_path):
@@ -44,7 +44,7 @@ def test_ssgd_two_learners_equal_one_learner_with_the_same_global_batch(data, tm
     for k in a:
         assert torch.allclose(a[k], b[k], atol=2e-5, rtol=1e-4), (k, (a[k] - b[k]).abs().max())
     # and training did move the weights (the comparison is not vacuous)
-    init = torch.load(tmp_path / "one" / "checkpoints" / "epoch-0001.rank0.pt", weights_only=False)["model"]
+    init = torch.load(tmp_path / "one" / "checkpoints" / "epoch-0001.rank0.pt", weights_only=True)["model"]
     assert any(not torch.allclose(init[k], a[k]) for k in a)
 
 
@@ -58,8 +58,8 @@ def test_adpsgd_trains_averages_and_logs_its_metrics(data, tmp_path):
     log = (exp / "train.log").read_text()
     assert "exchanges_per_step=" in log and "consensus_distance=" in log and "[1]" in log
     # final.pt is the average of both learners' last weights
-    m0 = torch.load(exp / "checkpoints" / "epoch-0002.rank0.pt", weights_only=False)
-    m1 = torch.load(exp / "checkpoints" / "epoch-0002.rank1.pt", weights_only=False)
+    m0 = torch.load(exp / "checkpoints" / "epoch-0002.rank0.pt", weights_only=True)
+    m1 = torch.load(exp / "checkpoints" / "epoch-0002.rank1.pt", weights_only=True)
     f = final(exp)
     for k in f:
         assert torch.allclose(f[k], m0["avg_model"][k], atol=1e-6)
@@ -73,7 +73,7 @@ def test_hadpsgd_group_members_identical_and_resume(data, tmp_path):
     assert r.exit_code == 0, r.output
     r = train(data, exp, ["train.max_frames=600", "train.epochs=3"], *opts, "--resume")
     assert r.exit_code == 0, r.output
-    ck = [torch.load(exp / "checkpoints" / f"epoch-0003.rank{r}.pt", weights_only=False)["model"] for r in range(4)]
+    ck = [torch.load(exp / "checkpoints" / f"epoch-0003.rank{r}.pt", weights_only=True)["model"] for r in range(4)]
     for k in ck[0]:
         assert torch.equal(ck[0][k], ck[1][k]) and torch.equal(ck[2][k], ck[3][k]), k
     assert (exp / "final.pt").is_file()
@@ -107,12 +107,12 @@ def test_dynamic_balance_adpsgd_stops_mid_epoch_and_resumes_from_the_epoch_check
     assert r.exit_code == 0, r.output
     ck = exp / "checkpoints"
     assert (ck / "epoch-0001.rank0.pt").is_file() and not (ck / "epoch-0002.rank0.pt").exists()
-    round_1 = torch.load(ck / "epoch-0001.rank0.pt", weights_only=False)["strategy"]["round"]
+    round_1 = torch.load(ck / "epoch-0001.rank0.pt", weights_only=True)["strategy"]["round"]
     assert round_1 > 0
     r = train(data, exp, sets, *opts, "--resume")
     assert r.exit_code == 0, r.output
     log = (exp / "train.log").read_text()
     assert "resumed from epoch-0001" in log
-    done = torch.load(ck / "epoch-0002.rank0.pt", weights_only=False)
+    done = torch.load(ck / "epoch-0002.rank0.pt", weights_only=True)
     assert done["strategy"]["round"] > round_1 and [h["epoch"] for h in done["history"]] == [1, 2]
     assert (exp / "final.pt").is_file()

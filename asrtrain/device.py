@@ -1,0 +1,126 @@
+"""Where a learner computes and in what precision: device binding, autocast, the fp16 gradient scaler.
+
+Device (``train.device`` or ``--device``):
+
+- ``auto``: ``cuda:LOCAL_RANK`` when CUDA is available, else the CPU;
+- ``cuda``: ``cuda:LOCAL_RANK`` (an error without CUDA, or with more learners on a node than GPUs);
+- ``cuda:N``: GPU N for every learner of the node (learners may share a GPU: their default process group is
+  then gloo, since NCCL refuses two ranks on one GPU);
+- ``cpu``.
+
+Precision (``train.precision``): ``fp32``; ``bf16`` (``torch.autocast``, no scaler: bf16 has fp32's
+exponent range); ``fp16`` (autocast plus a :class:`torch.amp.GradScaler` whose state is checkpointed).
+The parameters and the optimizer state stay fp32 in every mode, and the CTC/CE loss is computed in fp32
+from fp32 log-probabilities (see :func:`asrtrain.train.loop.compute_loss`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Optional
+
+import torch
+
+from asrtrain.errors import AsrError
+
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def check_device_spec(spec: str, key: str = "train.device") -> None:
+    """``auto | cpu | cuda | cuda:N``; raises a one-line error otherwise."""
+    if spec in DEVICES:
+        return
+    if spec.startswith("cuda:") and spec[5:].isdigit():
+        return
+    err = AsrError(f"{key} = {spec!r} is not one of auto, cpu, cuda, cuda:N", fix="e.g. --device cuda")
+    err.key = key
+    raise err
+
+
+def local_rank() -> int:
+    """This learner's index on its node (torchrun's / our spawner's LOCAL_RANK; 0 for one process)."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def resolve_device(spec: str, rank_on_node: Optional[int] = None) -> torch.device:
+    """The device a learner computes on (see the module docstring)."""
+    check_device_spec(spec)
+    if spec == "cpu" or (spec == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise AsrError(f"device {spec} asked for but CUDA is not available "
+                       f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})",
+                       fix="use --device cpu (or auto), or install a CUDA build of torch")
+    count = torch.cuda.device_count()
+    index = int(spec[5:]) if spec.startswith("cuda:") else (local_rank() if rank_on_node is None else rank_on_node)
+    if index >= count:
+        raise AsrError(f"learner needs cuda:{index} but this node has {count} GPU(s)",
+                       fix=f"run at most {count} learners per node, or share one GPU with --device cuda:0")
+    return torch.device("cuda", index)
+
+
+def shares_gpu(spec: str) -> bool:
+    """True when every learner of a node is told to use the same GPU (``cuda:N``)."""
+    return spec.startswith("cuda:")
+
+
+def bind_device(device: torch.device) -> None:
+    """Make ``device`` this process's current CUDA device (before any process group is created, so
+    NCCL's communicators and every ``torch.cuda`` default land on it)."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+
+
+def autocast(device: torch.device, precision: str):
+    """The forward pass's autocast context (a no-op for fp32)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    if precision not in PRECISIONS:
+        raise AsrError(f"train.precision = {precision!r} is not one of {', '.join(PRECISIONS)}")
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise AsrError(f"train.precision = bf16 but {torch.cuda.get_device_name(device)} has no bf16 support",
+                       fix="use train.precision=fp16 (with its gradient scaler) or fp32")
+
+
+class ScaledStep:
+    """What strategies call ``.step()`` on: the optimizer, through the fp16 gradient scaler when there is
+    one. ``scaler.step`` skips a step whose gradients overflowed; ``update`` then lowers the scale."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, scaler: Optional["torch.amp.GradScaler"]):
+        self.optimizer, self.scaler = optimizer, scaler
+        self.skip = False  # set by the loop for one step whose gradients are not finite (no scaler)
+
+    def step(self) -> None:
+        if self.skip:
+            self.skip = False
+            return
+        if self.scaler is None:
+            self.optimizer.step()
+            return
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+
+def make_scaler(precision: str, device: torch.device) -> Optional["torch.amp.GradScaler"]:
+    return torch.amp.GradScaler(device.type) if precision == "fp16" else None
+
+
+def rng_state(device: torch.device) -> dict:
+    """The CUDA generator of this learner's GPU (empty on the CPU), as a tensor: loads with weights_only."""
+    return {"cuda": torch.cuda.get_rng_state(device)} if device.type == "cuda" else {}
+
+
+def set_rng_state(state: dict, device: torch.device) -> None:
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)
+
+
+__all__ = ["resolve_device", "bind_device", "autocast", "check_device_spec", "check_precision", "ScaledStep",
+           "make_scaler", "shares_gpu", "local_rank", "rng_state", "set_rng_state"]
