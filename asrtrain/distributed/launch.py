@@ -222,6 +222,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         message = watch.explain(err)
         if in_process:
             watch.stop()
+            dist.destroy_process_group()  # the caller may run another job in this process
             raise AsrError(message) from None
         sys.stderr.write(f"asrtrain: error: learner rank {rank}: {message}\n")
         sys.stderr.flush()

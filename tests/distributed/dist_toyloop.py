@@ -39,6 +39,8 @@ class ToyArgs:
     kill_rank: Optional[int] = None
     kill_at_step: int = 3
     check_group_identical: bool = False  # all_gather after every step (H-ADPSGD invariant)
+    staged: bool = False  # gossip through DeviceWeights (the GPU path's staging and folds) even on the CPU
+    device: str = "cpu"  # where the model and batches live (the gpu tests use cuda)
 
 
 def global_batches(num: int, size: int, seed: int):
@@ -73,20 +75,25 @@ def train(rank: int, world_size: int, jobs: List[ToyArgs]) -> None:
 
 
 def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: Path) -> None:
+    from asrtrain.distributed import comm, weights
+
+    comm.make_weights = weights.DeviceWeights if args.staged else weights.make_weights
     out.mkdir(parents=True, exist_ok=True)
+    device = torch.device(args.device)
     strategy = make_strategy(cfg, rank, world_size, seed=args.seed,
                              sync_initial_weights=not args.distinct_init)
-    model = make_model(args.seed + (100 * rank if args.distinct_init else 0))
+    model = make_model(args.seed + (100 * rank if args.distinct_init else 0)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0 if args.zero_grad else args.lr,
                                 momentum=args.momentum)
     t_start = time.perf_counter()
     strategy.setup(model, optimizer)
     net = strategy.wrap(model)
-    initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
+    initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
     identical_ok = True
     slow = strategy.slowdown
     t_loop = time.perf_counter()
     for step, (x, y) in enumerate(my_batches(strategy, args)):
+        x, y = x.to(device), y.to(device)
         if args.kill_rank == rank and step == args.kill_at_step:
             os.kill(os.getpid(), signal.SIGKILL)
         strategy.before_step(step)
@@ -102,11 +109,11 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
             identical_ok &= group_identical(model, strategy)
     loop_s = time.perf_counter() - t_loop
     strategy.end_epoch(0)
-    before_final = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
+    before_final = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
     metrics = strategy.metrics()
     t0 = time.perf_counter()
     final = strategy.finalize(model)
-    after = torch.cat([p.detach().reshape(-1) for p in final.parameters()]).clone()
+    after = torch.cat([p.detach().reshape(-1) for p in final.parameters()]).cpu()
     for key, value in strategy.metrics().items():  # counters add up; samples are replaced
         counter = key in ("exchanges", "comm_s", "lock_wait_s")
         metrics[key] = metrics.get(key, 0.0) + value if counter else value
@@ -121,9 +128,9 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
 
 def group_identical(model, strategy) -> bool:
     """All-gather every learner's weights; members of one group must hold the same bits."""
-    vec = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    vec = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
     got = [torch.empty_like(vec) for _ in range(strategy.world_size)]
-    dist.all_gather(got, vec)
+    dist.all_gather(got, vec, group=strategy.host_group)
     part = strategy.partition()
     first = part.group * part.group_size
     return all(torch.equal(got[first + m], got[first]) for m in range(part.group_size))

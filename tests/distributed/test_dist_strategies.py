@@ -65,6 +65,9 @@ def four(tmp_path_factory):
                                     distinct_init=True, check_group_identical=True))
     jobs.append(toyloop.ToyArgs(str(tmp / "hiermean"), HIER_MEAN, num_batches=2 * 10, batch=2, zero_grad=True,
                                 distinct_init=True, check_group_identical=True))
+    for i, cfg in enumerate(MEAN[1::2]):  # the GPU path's staged snapshots and float64 folds, on the CPU
+        jobs.append(toyloop.ToyArgs(str(tmp / f"staged{i}"), cfg, zero_grad=True, distinct_init=True,
+                                    num_batches=4 * 60, batch=2, staged=True))
     elapsed = spawn(tmp, 4, jobs)
     out = {j.out.rsplit("/", 1)[1]: toyloop.load(j.out, 4) for j in jobs}
     out["elapsed"] = elapsed
@@ -82,10 +85,12 @@ def test_ssgd_equals_single_learner(two, four, learners):
         torch.testing.assert_close(r["final"], single, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("i", range(len(MEAN)), ids=ids(MEAN))
-def test_adpsgd_zero_gradients_reach_consensus_on_the_initial_mean(four, i):
-    """4 learners from different weights, lr 0: gossip alone brings all to exactly the initial mean."""
-    res = four[f"mean{i}"]
+@pytest.mark.parametrize("key", [f"mean{i}" for i in range(len(MEAN))] + ["staged0", "staged1"],
+                         ids=ids(MEAN) + [f"staged-{n}" for n in ids(MEAN[1::2])])
+def test_adpsgd_zero_gradients_reach_consensus_on_the_initial_mean(four, key):
+    """4 learners from different weights, lr 0: gossip alone brings all to exactly the initial mean
+    (also through the GPU path's staging buffers and float64 folds, run here on the CPU)."""
+    res = four[key]
     mean = torch.stack([r["initial"] for r in res]).mean(0)
     assert max(float((r["initial"] - mean).abs().max()) for r in res) > 0.1, "must start apart"
     for r in res:

@@ -1,0 +1,262 @@
+"""Device and precision handling that does not need CUDA: device specs, bf16/fp16 autocast on the CPU,
+checkpoints that cannot run code and carry a checksum, non-finite steps, the staging weights, and the
+rendezvous socket. The CUDA side of the same paths is in tests/gpu (``pytest -m gpu``)."""
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from asrtrain.cli import cli
+from asrtrain.config import load_config
+from asrtrain.device import ScaledStep, resolve_device
+from asrtrain.errors import AsrError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cli_helpers import one_error  # noqa: E402
+from test_loop import SMALL, data, params, train  # noqa: E402,F401 - the module fixture is shared
+
+
+# -- devices ----------------------------------------------------------------------------------------
+
+def test_device_specs():
+    assert resolve_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        assert resolve_device("auto") == torch.device("cpu")
+        with pytest.raises(AsrError, match="CUDA is not available") as info:
+            resolve_device("cuda")
+        assert "\n" not in str(info.value) and "--device cpu" in str(info.value)
+    with pytest.raises(AsrError, match="not one of auto, cpu, cuda, cuda:N"):
+        load_config(None, ["train.device=gpu"])
+    with pytest.raises(AsrError, match="train.precision"):
+        load_config(None, ["train.precision=fp8"])
+    assert load_config(None, ["train.device=cuda:1"]).train.device == "cuda:1"
+
+
+def test_backend_follows_the_device():
+    from asrtrain.distributed.launch import resolve_backend
+
+    assert resolve_backend("auto", torch.device("cpu")) == "gloo"
+    assert resolve_backend("auto", torch.device("cuda", 0)) == "nccl"
+    assert resolve_backend("auto", torch.device("cuda", 0), shared_gpu=True) == "gloo"  # 2 ranks, 1 GPU
+    with pytest.raises(AsrError):
+        resolve_backend("nccl", torch.device("cpu"))
+
+
+def test_threads_come_from_the_learners_on_this_node(monkeypatch):
+    from asrtrain.train.loop import threads_for
+
+    cfg = load_config(None, [])
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert threads_for(cfg, 4) == 4
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")  # torchrun: 8 learners here, whatever dist.learners says
+    assert threads_for(cfg, 1) == 2
+
+
+# -- precision --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_trains_on_the_cpu(data, tmp_path, precision):
+    """Autocast runs on the CPU too; the loss stays fp32 and falls; fp16's scaler is checkpointed."""
+    exp = tmp_path / precision
+    r = train(data, exp, "--device", "cpu", "--precision", precision, "--set", "train.epochs=6",
+              "--set", "train.lr=0.01")
+    assert r.exit_code == 0, r.output
+    ck = torch.load(exp / "checkpoints" / "epoch-0006.rank0.pt", weights_only=True)
+    hist = ck["history"]
+    assert hist[-1]["train_loss"] < 0.7 * hist[0]["train_loss"], hist
+    assert all(t.dtype == torch.float32 for t in params(exp / "final.pt").values())  # fp32 master weights
+    assert ("scaler" in ck) == (precision == "fp16")
+    if precision == "fp16":
+        assert ck["scaler"]["scale"] > 0
+
+
+# -- checkpoints ------------------------------------------------------------------------------------
+
+class _Payload:
+    """Unpickling this runs a command that creates a marker file: what a malicious checkpoint does."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_no_command_runs_a_pickle_payload(data, tmp_path):
+    exp = tmp_path / "exp"
+    assert train(data, exp, "--set", "train.epochs=1").exit_code == 0
+    tr, dev, _ = data
+    marker = tmp_path / "pwned"
+    evil = {"model": _Payload(marker), "avg_model": _Payload(marker)}
+    torch.save(evil, exp / "final.pt")
+    (exp / "final.pt.sha256").unlink()
+    ck = exp / "checkpoints" / "epoch-0001.rank0.pt"
+    torch.save(dict(evil, step=1, epoch=1, batch_index=0, optimizer={}, rng={}), ck)
+    (exp / "checkpoints" / "epoch-0001.rank0.pt.sha256").unlink()
+    runner = CliRunner()
+    calls = [["decode", exp, dev, tmp_path / "d"], ["decode", exp, dev, tmp_path / "d2", "--checkpoint", ck],
+             ["forward", exp, dev, tmp_path / "f.ark"], ["average", exp, "--last", "1", "--out", tmp_path / "a.pt"]]
+    for call in calls:
+        line = one_error(runner.invoke(cli, [str(a) for a in call]))
+        assert "refused to load" in line and "pickle" in line, line
+    r = train(data, exp, "--set", "train.epochs=1", "--resume")
+    assert r.exit_code == 1 and "refused to load" in r.output and "Traceback" not in r.output
+    assert not marker.exists()
+
+
+def test_a_corrupt_checkpoint_is_named_not_resumed(data, tmp_path):
+    exp = tmp_path / "exp"
+    assert train(data, exp, "--set", "train.epochs=2").exit_code == 0
+    ck = exp / "checkpoints" / "epoch-0002.rank0.pt"
+    blob = bytearray(ck.read_bytes())
+    for i in range(len(blob) // 2, len(blob) // 2 + 400):  # flip 400 bytes in the middle
+        blob[i] ^= 0xFF
+    ck.write_bytes(bytes(blob))
+    r = train(data, exp, "--set", "train.epochs=2", "--resume")
+    assert r.exit_code == 1 and "checksum mismatch" in r.output and "epoch-0002.rank0.pt" in r.output
+
+
+def test_resume_without_latest_is_an_error_and_restart_starts_over(data, tmp_path):
+    exp = tmp_path / "exp"
+    assert train(data, exp, "--set", "train.epochs=1").exit_code == 0
+    (exp / "checkpoints" / "latest").unlink()
+    r = train(data, exp, "--set", "train.epochs=1", "--resume")
+    assert r.exit_code == 1 and "latest is missing" in r.output and "--restart" in r.output
+    r = train(data, exp)  # a fresh run must not overwrite them either
+    assert r.exit_code == 1 and "already holds a training run" in r.output
+    (exp / "checkpoints" / ".epoch-0001.rank0.pt.abc.tmp").write_bytes(b"half")
+    r = train(data, exp, "--set", "train.epochs=1", "--restart")
+    assert r.exit_code == 0, r.output
+    assert not list((exp / "checkpoints").glob(".*.tmp"))
+    assert (exp / "checkpoints" / "latest").read_text().strip() == "epoch-0001"
+
+
+def test_epoch_checkpoints_are_pruned_but_averaging_keeps_its_own(data, tmp_path):
+    exp = tmp_path / "exp"
+    r = train(data, exp, "--set", "train.epochs=5", "--set", "train.keep_checkpoints=1",
+              "--set", "train.average_last=2")
+    assert r.exit_code == 0, r.output
+    names = sorted(p.name for p in (exp / "checkpoints").glob("epoch-*.pt"))
+    assert names == ["epoch-0004.rank0.pt", "epoch-0005.rank0.pt"]
+
+
+# -- non-finite numbers -----------------------------------------------------------------------------
+
+def test_non_finite_steps_are_skipped_counted_and_stop_training():
+    from asrtrain.distributed.base import Strategy
+    from asrtrain.train.loop import Learner, step_or_skip
+
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    learner = Learner(model, model, opt, ScaledStep(opt, None), torch.device("cpu"), "fp32")
+    t = load_config(None, ["train.max_bad_steps=3"]).train
+    before = model.weight.detach().clone()
+    for k in range(2):
+        model.weight.grad = torch.full_like(model.weight, float("nan"))
+        model.bias.grad = torch.zeros_like(model.bias)
+        assert step_or_skip(learner, Strategy(), torch.tensor(1.0), t, k) is None
+    assert torch.equal(model.weight, before) and learner.bad_steps == 2  # nothing reached the weights
+    model.weight.grad = torch.ones_like(model.weight)
+    model.bias.grad = torch.zeros_like(model.bias)
+    assert step_or_skip(learner, Strategy(), torch.tensor(2.0), t, 2) == 2.0
+    assert learner.bad_steps == 0 and not torch.equal(model.weight, before)
+    with pytest.raises(AsrError, match="3 steps in a row had a non-finite loss"):
+        for k in range(3):
+            step_or_skip(learner, Strategy(), torch.tensor(float("inf")), t, 3 + k)
+
+
+def test_a_non_finite_final_model_is_never_written(tmp_path):
+    from types import SimpleNamespace
+
+    from asrtrain.train.loop import write_final
+
+    job = SimpleNamespace(cfg=load_config(None, ["train.average_last=1"]), exp_dir=tmp_path)
+    model = torch.nn.Linear(2, 2)
+    with torch.no_grad():
+        model.weight[0, 0] = float("nan")
+    with pytest.raises(AsrError, match="non-finite weights"):
+        write_final(job, model)
+    assert not (tmp_path / "final.pt").exists()
+
+
+# -- ADPSGD state, staging and the rendezvous ------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["host", "staged"])
+def test_pending_averaging_survives_a_checkpoint(kind, monkeypatch):
+    """What landed but is not folded is saved with the strategy state: x + D is kept exactly."""
+    from asrtrain.distributed import comm, weights
+
+    if kind == "staged":
+        monkeypatch.setattr(comm, "make_weights", weights.DeviceWeights)
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(4))]
+    g = comm.Gossip(params, [0, 1], 0, group=None)
+    g.stage()
+    msg, step = g._snapshot()
+    g._write_back(msg[:-1], msg[:-1] + torch.randn(msg.numel() - 1), step)
+    eff = g.effective()
+    state = g.pending_state()
+    fresh = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    g2 = comm.Gossip(fresh, [0, 1], 0, group=None)
+    g2.load_pending_state(state)
+    assert torch.equal(g2.effective(), eff)
+    assert g2.fold()
+    torch.testing.assert_close(g2.effective(), eff, rtol=0, atol=1e-12)
+
+
+def test_staged_snapshots_never_overwrite_the_claimed_buffer():
+    from asrtrain.distributed.weights import DeviceWeights
+
+    p = torch.nn.Parameter(torch.zeros(4))
+    w = DeviceWeights([p])
+    with torch.no_grad():
+        p.fill_(1.0)
+    w.stage()
+    w.claim()  # the thread holds the snapshot of 1s ...
+    with torch.no_grad():
+        p.fill_(2.0)
+    w.stage()
+    w.stage()  # ... while the main thread stages twice more
+    out = torch.empty(4)
+    w.wait_claimed()
+    w.snapshot_into(out)
+    assert torch.equal(out, torch.ones(4))
+    w.claim()
+    w.snapshot_into(out)
+    assert torch.equal(out, torch.full((4,), 2.0))
+
+
+def _listening_addresses(port: int):
+    """Local addresses with a listening TCP socket on ``port`` (from /proc/net/tcp and tcp6)."""
+    found = []
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(name):
+            continue
+        for line in open(name).read().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            addr, p = local.rsplit(":", 1)
+            if int(p, 16) == port and state == "0A":  # LISTEN
+                found.append(addr)
+    return found
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs Linux /proc/net/tcp")
+def test_local_rendezvous_listens_on_loopback_only():
+    import datetime
+
+    from asrtrain.distributed.launch import local_store
+
+    store = local_store(datetime.timedelta(seconds=5))
+    try:
+        addrs = _listening_addresses(store.port)
+        assert addrs == ["0100007F"], addrs  # 127.0.0.1, nothing on 0.0.0.0 or ::
+        client = socket.create_connection(("127.0.0.1", store.port), timeout=5)
+        client.close()
+    finally:
+        del store
