@@ -142,12 +142,28 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
     ctx = torch.multiprocessing.start_processes(
         _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device),
         nprocs=learners, join=False, start_method="spawn")
-    _supervise(ctx.processes, timeout_s)
-    del store
+    try:
+        _supervise(ctx.processes, timeout_s, store)
+    except KeyboardInterrupt:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.terminate()
+        for p in ctx.processes:
+            p.join(10)
+        raise AsrError("interrupted (SIGINT / Ctrl-C); the learners were stopped",
+                       fix="continue from the last checkpoint with --resume") from None
+    finally:
+        del store
 
 
-def _supervise(procs, timeout_s: float) -> None:
-    """Wait for every learner; after the first failure give the others time to exit, then kill them."""
+def _supervise(procs, timeout_s: float, store=None) -> None:
+    """Wait for every learner; after the first failure give the others time to exit, then kill them.
+
+    A learner that dies is known here at once (its process sentinel): the verdict goes into the store,
+    where every survivor's :class:`PeerWatch` reads it within a heartbeat period, instead of waiting for
+    the dead learner's heartbeat to go stale. When the first learner to exit was only a messenger (it
+    exited 1 after naming a hung peer), the verdict its watch wrote names the real culprit.
+    """
     alive = {p.sentinel: rank for rank, p in enumerate(procs)}
     first: Optional[tuple] = None  # (rank, exitcode, time)
     while alive:
@@ -159,6 +175,10 @@ def _supervise(procs, timeout_s: float) -> None:
         for rank in sorted(done, key=lambda r: procs[r].exitcode >= 0):
             if procs[rank].exitcode != 0 and first is None:
                 first = (rank, procs[rank].exitcode, time.monotonic())
+                code = procs[rank].exitcode
+                if store is not None:
+                    _set_verdict(store, f"learner rank {rank} died (killed by signal {signal.Signals(-code).name})"
+                                 if code < 0 else f"learner rank {rank} failed (its error is logged above)")
         if first is not None and alive and time.monotonic() - first[2] > LEFTOVER_KILL_S:
             for s, rank in alive.items():
                 log.error("learner rank %d did not exit after rank %d failed; killing it", rank, first[0])
@@ -166,11 +186,34 @@ def _supervise(procs, timeout_s: float) -> None:
     log.debug("learner exit codes: %s", [p.exitcode for p in procs])
     if first is not None:
         rank, code, _ = first
+        verdict = _get_verdict(store) if store is not None and code > 0 else None
+        if verdict:
+            raise AsrError(f"{verdict}; the other learners stopped")
         if code < 0:
             raise AsrError(f"learner rank {rank} died (killed by signal {signal.Signals(-code).name}); "
                            "the other learners stopped")
         raise AsrError(f"learner rank {rank} failed with exit code {code} (its error is logged above); "
                        "the other learners stopped")
+
+
+VERDICT_KEY = "asrtrain/hb/verdict"
+
+
+def _set_verdict(store, message: str) -> None:
+    """Record the first explanation of a failure (later ones do not overwrite it)."""
+    try:
+        store.compare_set(VERDICT_KEY, "", message)
+    except Exception:  # noqa: BLE001 - the store itself may be gone
+        pass
+
+
+def _get_verdict(store) -> Optional[str]:
+    try:
+        if store.check([VERDICT_KEY]):
+            return store.get(VERDICT_KEY).decode(errors="replace") or None
+    except Exception:  # noqa: BLE001
+        pass
+    return None
 
 
 def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s: float, threads: int,
@@ -267,8 +310,9 @@ class PeerWatch:
         self._where = f"{host}:{port}"
         self._owner = store_owner
         # Our own client connection: the process group's store is used by other threads meanwhile.
-        self._store = dist.PrefixStore("asrtrain/hb", dist.TCPStore(
-            host, port, None, False, timeout=datetime.timedelta(seconds=self.dead_after)))
+        self._raw_store = dist.TCPStore(host, port, None, False,
+                                        timeout=datetime.timedelta(seconds=self.dead_after))
+        self._store = dist.PrefixStore("asrtrain/hb", self._raw_store)
         self._thread = threading.Thread(target=self._run, name=f"peerwatch{rank}", daemon=True)
 
     def start_watching(self) -> None:
@@ -300,6 +344,8 @@ class PeerWatch:
             return self.failure
         if isinstance(err, AsrError):
             return err.render()
+        if isinstance(err, KeyboardInterrupt):
+            return "interrupted (SIGINT / Ctrl-C, or the parent process was stopped)"
         return " ".join(f"{type(err).__name__}: {err}".split())
 
     def _raise_in_main(self, signum, frame):
@@ -309,6 +355,7 @@ class PeerWatch:
     def _declare(self, message: str) -> None:
         self.failure = message
         log.error("%s", message)
+        _set_verdict(self._raw_store, message)
         if self._main_ident is not None:
             signal.pthread_kill(self._main_ident, signal.SIGUSR1)
         if self._stop.wait(self.grace):
@@ -334,6 +381,10 @@ class PeerWatch:
                 self._declare(f"{self._owner}, which hosts the rendezvous store at {self._where}, "
                               "died or hung "
                               f"({' '.join(str(err).split())[:100]})")
+                return
+            verdict = _get_verdict(self._raw_store)
+            if verdict:  # the parent (or another learner) already knows who failed
+                self._declare(verdict)
                 return
             for r, value in zip(others, values):
                 if value != seen[r][0]:

@@ -38,6 +38,7 @@ class ToyArgs:
     extra_batches: dict = field(default_factory=dict)  # rank -> batches more than the others
     kill_rank: Optional[int] = None
     kill_at_step: int = 3
+    kill_signal: int = 9  # SIGKILL; SIGSTOP (19) hangs the learner instead
     check_group_identical: bool = False  # all_gather after every step (H-ADPSGD invariant)
     staged: bool = False  # gossip through DeviceWeights (the GPU path's staging and folds) even on the CPU
     device: str = "cpu"  # where the model and batches live (the gpu tests use cuda)
@@ -95,7 +96,7 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
     for step, (x, y) in enumerate(my_batches(strategy, args)):
         x, y = x.to(device), y.to(device)
         if args.kill_rank == rank and step == args.kill_at_step:
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), args.kill_signal)
         strategy.before_step(step)
         optimizer.zero_grad()
         loss = ((net(x) - y) ** 2).sum() / strategy.global_count(len(x))

@@ -30,3 +30,19 @@ def test_kill_9_of_one_learner_names_it_everywhere(tmp_path, capfd, strategy):
         assert lines and re.search(r"\brank 1\b", lines[0].split(":", 2)[2]), err[-2000:]
     assert elapsed < 60, elapsed  # 200 steps of 0.05 s would take 10 s more without the kill
     assert not (tmp_path / "rank0.pt").exists()
+
+
+def test_a_hung_learner_is_named_not_the_messenger(tmp_path, capfd, monkeypatch):
+    """SIGSTOP: the learner's heartbeat stops but it never exits. The survivors name it, the parent
+    reports the survivors' verdict (not "rank 0 failed") and ends the stopped process."""
+    import signal
+
+    from asrtrain.distributed import launch
+
+    monkeypatch.setattr(launch, "LEFTOVER_KILL_S", 5.0)
+    job = toyloop.ToyArgs(str(tmp_path), DistConfig(strategy="adpsgd", learners=2, timeout_s=TIMEOUT_S),
+                          num_batches=2 * 200, batch=2, sleep_s=0.05, kill_rank=1, kill_at_step=3,
+                          kill_signal=int(signal.SIGSTOP))
+    with pytest.raises(AsrError, match=r"learner rank 1 stopped responding") as info:
+        run_learners(toyloop.train, [job], learners=2, backend="gloo", timeout_s=TIMEOUT_S)
+    assert "rank 0" not in str(info.value)

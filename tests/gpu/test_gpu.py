@@ -1,0 +1,112 @@
+"""CUDA checks (``pytest -m gpu``): they skip, saying why, where CUDA is missing (CI has no GPU).
+
+What runs on the CPU in the normal suite (device handling, bf16/fp16 autocast, staged gossip, checkpoints)
+is tested in tests/train/test_device.py and tests/distributed; these add what only a GPU shows: cuDNN's
+LSTM against the CPU, autocast on CUDA, device-mapped checkpoints, and ADPSGD staged through pinned memory
+on a side stream.
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "distributed"))
+import dist_toyloop as toyloop  # noqa: E402
+from featfix import make_feat_dir  # noqa: E402
+from test_loop import data, params, train  # noqa: E402,F401 - the module fixture is shared
+
+from asrtrain.cli import cli  # noqa: E402
+from asrtrain.config import DistConfig, ModelConfig  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                  reason="needs a CUDA GPU (run pytest -m gpu on a GPU machine)")]
+
+
+def test_one_cuda_step_matches_the_cpu_step(tmp_path):
+    from asrtrain.train.dataset import AsrDataset
+    from asrtrain.train.loop import compute_loss
+    from asrtrain.model.blstm import build_model
+
+    feats = make_feat_dir(tmp_path / "f", 8)
+    data_ = AsrDataset(feats, 2, None, None)
+    batch = data_.collate(sorted(data_.lengths))
+    batch.targets = torch.randint(1, 20, (len(batch.utts), 4))
+    batch.target_lens = torch.full((len(batch.utts),), 4)
+    cfg = ModelConfig(input_dim=13, num_targets=20, num_layers=2, hidden=32, subsample=2, dropout=0.0)
+    torch.manual_seed(0)
+    cpu = build_model(cfg)
+    gpu = build_model(cfg)
+    gpu.load_state_dict(cpu.state_dict())
+    gpu = gpu.cuda()
+    out = {}
+    for name, model in (("cpu", cpu), ("cuda", gpu)):
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        loss, _ = compute_loss(model, batch.to(next(model.parameters()).device), "ctc")
+        loss.backward()
+        opt.step()
+        out[name] = (float(loss), {k: v.detach().cpu() for k, v in model.state_dict().items()})
+    assert out["cpu"][0] == pytest.approx(out["cuda"][0], rel=1e-4)
+    for k, v in out["cpu"][1].items():
+        torch.testing.assert_close(out["cuda"][1][k], v, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_mixed_precision_learns_on_cuda(data, tmp_path, precision):
+    exp = tmp_path / precision
+    r = train(data, exp, "--device", "cuda", "--precision", precision, "--set", "train.epochs=6",
+              "--set", "train.lr=0.01")
+    assert r.exit_code == 0, r.output
+    hist = torch.load(exp / "checkpoints" / "epoch-0006.rank0.pt", weights_only=True)["history"]
+    assert hist[-1]["train_loss"] < 0.7 * hist[0]["train_loss"], hist
+
+
+def test_a_cuda_checkpoint_resumes_on_cuda_and_decodes_on_the_cpu(data, tmp_path):
+    exp = tmp_path / "exp"
+    r = train(data, exp, "--device", "cuda", "--set", "train.checkpoint_every_steps=4", "--stop-after-steps", "6")
+    assert r.exit_code == 0, r.output
+    ck = torch.load(exp / "checkpoints" / "step-00000004.rank0.pt", weights_only=True, map_location="cpu")
+    assert "cuda" in ck["rng"]  # the CUDA generator is checkpointed
+    r = train(data, exp, "--device", "cuda", "--set", "train.checkpoint_every_steps=4", "--resume")
+    assert r.exit_code == 0, r.output
+    dev = data[1]
+    texts = {}
+    for device in ("cpu", "cuda"):
+        out = tmp_path / f"dec_{device}"
+        r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(out), "--device", device])
+        assert r.exit_code == 0, r.output
+        texts[device] = (out / "text").read_text()
+    assert texts["cpu"] == texts["cuda"]
+
+
+def test_two_adpsgd_learners_sharing_one_gpu_conserve_the_weight_sum(tmp_path):
+    """Parameters on the GPU, gossip through pinned host buffers on a gloo ring: lr 0 and different
+    initial weights must end exactly at the initial mean."""
+    from asrtrain.distributed.launch import run_learners
+
+    jobs = [toyloop.ToyArgs(str(tmp_path / f"j{d}"), DistConfig(strategy="adpsgd", learners=2, delay_by_one=bool(d)),
+                            zero_grad=True, distinct_init=True, num_batches=2 * 60, batch=2, device="cuda")
+            for d in (0, 1)]
+    run_learners(toyloop.train, jobs, learners=2, timeout_s=60, device="cuda:0")
+    for job in jobs:
+        res = toyloop.load(job.out, 2)
+        mean = torch.stack([r["initial"] for r in res]).mean(0)
+        assert float((res[0]["initial"] - mean).abs().max()) > 0.1
+        for r in res:
+            assert r["metrics"]["exchanges"] > 0
+            torch.testing.assert_close(r["final"], mean, rtol=0, atol=1e-6)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (NCCL refuses two ranks on one GPU)")
+def test_ssgd_over_nccl_equals_one_learner(tmp_path):
+    from asrtrain.distributed.launch import run_learners
+
+    job = toyloop.ToyArgs(str(tmp_path / "ssgd"), DistConfig(strategy="ssgd", learners=2), batch=4, num_batches=8,
+                          device="cuda")
+    run_learners(toyloop.train, [job], learners=2, timeout_s=60, device="cuda")
+    single = toyloop.single_reference(toyloop.ToyArgs("", None, batch=8, num_batches=8))
+    for r in toyloop.load(job.out, 2):
+        torch.testing.assert_close(r["final"], single, rtol=0, atol=1e-10)
