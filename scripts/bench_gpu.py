@@ -42,6 +42,7 @@ def make_corpus(root: Path, utts: int, dim: int, seed: int = 0) -> Path:
     import yaml
 
     from asrtrain.config import FeatureConfig, to_dict
+    from asrtrain.data.table import spk2utt_from_utt2spk, write_table
 
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)
@@ -55,12 +56,9 @@ def make_corpus(root: Path, utts: int, dim: int, seed: int = 0) -> Path:
             text[utt] = " ".join(rng.choice(words, size=max(1, n // 40)))
             utt2spk[utt] = f"spk{i % 8}"
             frames[utt] = n
-    for name, table in (("text", text), ("utt2spk", utt2spk), ("utt2num_frames", frames)):
-        (root / name).write_text("".join(f"{k} {table[k]}\n" for k in sorted(table)))
-    spk2utt = {}
-    for u in sorted(utt2spk):
-        spk2utt.setdefault(utt2spk[u], []).append(u)
-    (root / "spk2utt").write_text("".join(f"{s} {' '.join(us)}\n" for s, us in sorted(spk2utt.items())))
+    for name, table in (("text", text), ("utt2spk", utt2spk), ("utt2num_frames", frames),
+                        ("spk2utt", spk2utt_from_utt2spk(utt2spk))):
+        write_table(root / name, {k: str(v) for k, v in table.items()})
     feat = to_dict(FeatureConfig(sample_rate=8000, num_mel_bins=dim, cmvn="none"))
     (root / "features.yaml").write_text(yaml.safe_dump(feat, sort_keys=False))
     return root
