@@ -157,4 +157,4 @@ def single_reference(args: ToyArgs):
 
 
 def load(out, world_size: int):
-    return [torch.load(Path(out) / f"rank{r}.pt") for r in range(world_size)]
+    return [torch.load(Path(out) / f"rank{r}.pt", weights_only=True) for r in range(world_size)]
