@@ -28,6 +28,9 @@ def accumulate(feats: np.ndarray, stats: np.ndarray = None) -> np.ndarray:
         stats = np.zeros((2, dim + 1), dtype=np.float64)
     elif stats.shape != (2, dim + 1):
         raise AsrError(f"CMVN stats of shape {stats.shape} do not fit features of dim {dim}")
+    if not np.isfinite(feats).all():
+        raise AsrError("features holding NaN or Inf cannot enter CMVN stats",
+                       fix="drop the utterance (asrtrain features --skip-bad)")
     stats[0, :dim] += feats.sum(axis=0)
     stats[1, :dim] += np.square(feats).sum(axis=0)
     stats[0, dim] += feats.shape[0]
@@ -39,6 +42,8 @@ def transform(stats: np.ndarray, norm_vars: bool) -> Tuple[np.ndarray, np.ndarra
     stats = np.asarray(stats, dtype=np.float64)
     dim = stats.shape[1] - 1
     count = stats[0, dim]
+    if not np.isfinite(stats).all():
+        raise AsrError("CMVN stats hold NaN or Inf", fix="recompute the features with asrtrain features")
     if count < 1.0:
         raise AsrError(f"insufficient CMVN stats: frame count {count}",
                        fix="recompute features; an empty speaker or set has no statistics")
@@ -76,19 +81,23 @@ def read_stats(spec: str) -> np.ndarray:
         raise AsrError(f"cannot read CMVN stats from {spec}: {err}", fix="recompute the features") from None
     if stats.ndim != 2 or stats.shape[0] != 2:
         raise AsrError(f"{spec} does not hold CMVN stats (shape {stats.shape}, want [2, D+1])")
+    if not np.isfinite(stats).all():
+        raise AsrError(f"CMVN stats in {spec} hold NaN or Inf", fix="recompute the features")
     return stats
 
 
-def write_speaker(out_dir: PathLike, stats: Dict[str, np.ndarray]) -> None:
-    """Write per-speaker stats as ``cmvn.ark`` + ``cmvn.scp`` (keys sorted; scp holds absolute paths)."""
+def write_speaker(out_dir: PathLike, stats: Dict[str, np.ndarray], scp_dir: PathLike = None) -> None:
+    """Write per-speaker stats as ``cmvn.ark`` + ``cmvn.scp`` (keys sorted; scp holds absolute paths,
+    into ``scp_dir`` if given: where ``out_dir`` will be once moved into place)."""
     from kaldiio.matio import write_array
     out_dir = Path(out_dir).resolve()
     ark = out_dir / "cmvn.ark"
+    named = Path(scp_dir or out_dir).resolve() / "cmvn.ark"
     lines = []
     with atomic_open(ark, "wb") as fh:
         for spk in sorted(stats):
             fh.write(f"{spk} ".encode("utf-8"))
-            lines.append(f"{spk} {ark}:{fh.tell()}\n")
+            lines.append(f"{spk} {named}:{fh.tell()}\n")
             write_array(fh, np.asarray(stats[spk], dtype=np.float64))
     with atomic_open(out_dir / "cmvn.scp") as fh:
         fh.writelines(lines)
