@@ -4,15 +4,14 @@ then run the learners (in-process for one, spawned or joined under torchrun for 
 from __future__ import annotations
 
 import logging
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Optional
 
-import yaml
-
-from asrtrain.config import Config, load_config, save_config, to_dict
+from asrtrain.config import Config, load_config, read_yaml_mapping, save_config, to_dict
+from asrtrain.configcheck import check_train_settings
 from asrtrain.errors import AsrError
+from asrtrain.io import atomic_copy
 from asrtrain.train.loop import TrainJob
 
 log = logging.getLogger("asrtrain.train")
@@ -52,9 +51,10 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
     exp_dir = Path(exp_dir)
     cfg = resolve_config(load_config(config, overrides, extra=extra_configs), Path(train_dir), tokenizer,
                          alignments)
+    check_train_settings(config, overrides, extra_configs, cfg, Path(train_dir))
     stored = exp_dir / "config.yaml"
     if resume and stored.is_file():
-        old = yaml.safe_load(stored.read_text())
+        old = read_yaml_mapping(stored)
         new = to_dict(cfg)
         diff = [f"{s}.{k}" for s in new for k in new[s] if old.get(s, {}).get(k) != new[s][k]]
         if diff:
@@ -66,7 +66,7 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
     exp_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, stored)
     if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
-        shutil.copyfile(tokenizer, exp_dir / "tokenizer.model")
+        atomic_copy(tokenizer, exp_dir / "tokenizer.model")
     if cfg.model.loss == "ce":
         from asrtrain.train.hybrid import write_priors
         write_priors(alignments, cfg.model.num_targets, exp_dir / "priors.txt")
