@@ -138,21 +138,28 @@ def _rows(path: Path, problems: List[Problem]) -> Optional[List[Tuple[int, str, 
         return None
 
 
+def parse_segment(rest: str) -> Segment:
+    """A ``segments`` value ``<rec-id> <start-s> <end-s>`` -> Segment; ValueError with a reason if malformed
+    (times not numbers, not finite, start < 0, or end <= start unless end is -1, to the recording's end)."""
+    parts = rest.split()
+    if len(parts) != 3:
+        raise ValueError("expected '<utt-id> <rec-id> <start-s> <end-s>'")
+    try:
+        start, end = float(parts[1]), float(parts[2])
+    except ValueError:
+        raise ValueError(f"segment times {parts[1]} {parts[2]} are not numbers") from None
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise ValueError(f"segment times {parts[1]} {parts[2]} are not finite numbers")
+    if start < 0 or (end != -1 and end <= start):
+        raise ValueError(f"segment times {parts[1]} {parts[2]} are not 0 <= start < end (or end -1)")
+    return Segment(parts[0], start, end)
+
+
 def _parse(name: str, rest: str):
     """Parse the value of one record; raise ValueError with a reason if it is malformed."""
     parts = rest.split()
     if name == "segments":
-        if len(parts) != 3:
-            raise ValueError("expected '<utt-id> <rec-id> <start-s> <end-s>'")
-        try:
-            start, end = float(parts[1]), float(parts[2])
-        except ValueError:
-            raise ValueError(f"segment times {parts[1]} {parts[2]} are not numbers") from None
-        if not (math.isfinite(start) and math.isfinite(end)):
-            raise ValueError(f"segment times {parts[1]} {parts[2]} are not finite numbers")
-        if start < 0 or (end != -1 and end <= start):
-            raise ValueError(f"segment times {parts[1]} {parts[2]} are not 0 <= start < end (or end -1)")
-        return Segment(parts[0], start, end)
+        return parse_segment(rest)
     if name == "reco2file_and_channel":
         if len(parts) != 2:
             raise ValueError("expected '<rec-id> <file-id> <channel>'")

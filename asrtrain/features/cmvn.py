@@ -77,8 +77,10 @@ def read_stats(spec: str) -> np.ndarray:
     import kaldiio
     try:
         stats = np.asarray(kaldiio.load_mat(str(spec)), dtype=np.float64)
-    except (OSError, ValueError) as err:
-        raise AsrError(f"cannot read CMVN stats from {spec}: {err}", fix="recompute the features") from None
+    except Exception as err:  # kaldiio: AssertionError, struct.error, ... on a cut or corrupt file
+        why = " ".join(str(err).split()) or type(err).__name__
+        raise AsrError(f"cannot read CMVN stats from {spec} (truncated or corrupt? {why})",
+                       fix="recompute the features") from None
     if stats.ndim != 2 or stats.shape[0] != 2:
         raise AsrError(f"{spec} does not hold CMVN stats (shape {stats.shape}, want [2, D+1])")
     if not np.isfinite(stats).all():
