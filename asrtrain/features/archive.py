@@ -248,7 +248,27 @@ def _fingerprint(data_dir: Path, conf: FeatureConfig, skip_bad: bool) -> str:
         if (data_dir / name).exists():
             h.update(name.encode() + (data_dir / name).read_bytes())
     h.update(json.dumps({"conf": to_dict(conf), "skip_bad": skip_bad}, sort_keys=True).encode())
+    h.update(_audio_stamp(data_dir / "wav.scp").encode())
     return h.hexdigest()
+
+
+def _audio_stamp(wav_scp: Path) -> str:
+    """Size and mtime of every plain audio file wav.scp names (one stat each), so audio replaced in place
+    is recomputed; pipes are stamped by their command only."""
+    parts = []
+    try:
+        lines = wav_scp.read_bytes().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        fields = line.split(maxsplit=1)
+        if len(fields) == 2 and not fields[1].rstrip().endswith("|"):
+            try:
+                st = os.stat(fields[1].strip())
+                parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+            except OSError:
+                parts.append("-")
+    return ",".join(parts)
 
 
 def _select(data_dir: Path, skip_bad: bool) -> Tuple[dd.DataDir, Dict[str, str]]:
