@@ -217,8 +217,8 @@ def _fail(name: str, message: str, fix: Optional[str] = None) -> None:
 
 def _range(name: str, value, lo=None, hi=None, lo_open: bool = False, hi_open: bool = False,
            fix: Optional[str] = None) -> None:
-    """Refuse ``value`` outside [lo, hi] (open ends where asked); NaN is always outside."""
-    ok = value == value and (lo is None or (value > lo if lo_open else value >= lo)) and \
+    """Refuse ``value`` outside [lo, hi] (open ends where asked); NaN and infinities are always outside."""
+    ok = math.isfinite(value) and (lo is None or (value > lo if lo_open else value >= lo)) and \
         (hi is None or (value < hi if hi_open else value <= hi))
     if not ok:
         bounds = " and ".join(b for b in (
@@ -281,8 +281,8 @@ def read_yaml_mapping(path: Path) -> Dict[str, Any]:
     """A YAML file's top-level mapping; every failure (missing, not UTF-8, invalid, duplicate keys, not a
     mapping) is an AsrError naming the file and line."""
     loaded, lines = _read_yaml(path)
-    if not isinstance(loaded, dict):
-        raise AsrError("not a YAML mapping of config sections", path, 1,
+    if not isinstance(loaded, dict) or not loaded:
+        raise AsrError("not a YAML mapping of config sections" + ("" if loaded else " (empty)"), path, 1,
                        fix="restore the file, or start a new --exp-dir")
     for name, body in loaded.items():
         if not isinstance(body, dict):
@@ -435,12 +435,20 @@ def load_section(cls, path: Optional[Path], overrides: Iterable[str] = ()):
         if not isinstance(data, dict):
             raise AsrError("expected a mapping of option: value", spath, 1,
                            fix=f"write one '{fields(cls)[0].name}: ...' line per option")
+    set_keys = set()
     for item in overrides:
         key, value = parse_override(item)
         data[key] = value
+        set_keys.add(key)
     obj = _build(cls, data, "", spath, lines)
     if hasattr(obj, "validate"):
-        obj.validate()
+        try:
+            obj.validate()
+        except AsrError as err:  # a range error names the file and line the value came from
+            short = str(getattr(err, "key", "")).split(".", 1)[-1]
+            if err.path is None and spath is not None and short in data and short not in set_keys:
+                raise AsrError(err.message, spath, lines.get(short), err.fix) from None
+            raise
     return obj
 
 

@@ -177,9 +177,9 @@ def read_arpa(path: Path) -> NgramLM:
     if section is None:
         raise AsrError("not an ARPA file: no \\data\\ header", path,
                        fix="give an ARPA n-gram LM (asrtrain lm train, SRILM or KenLM)")
+    _check_section_count(probs, declared, lineno, bad)
     if not ended:
         raise bad("no \\end\\ line: the file is cut short (truncated?)")
-    _check_section_count(probs, declared, lineno, bad)
     if len(probs) != len(declared) or not declared:
         raise bad(f"\\data\\ declares {len(declared)} order(s) but {len(probs)} section(s) follow "
                   f"(truncated?)")
