@@ -49,13 +49,22 @@ def transform(stats: np.ndarray, norm_vars: bool) -> Tuple[np.ndarray, np.ndarra
                        fix="recompute features; an empty speaker or set has no statistics")
     mean = stats[0, :dim] / count
     if not norm_vars:
+        if not np.isfinite(mean).all():
+            raise AsrError("CMVN stats give a non-finite mean (corrupt stats?)",
+                           fix="recompute the features with asrtrain features")
         return np.ones(dim), -mean
-    var = stats[1, :dim] / count - mean * mean
+    with np.errstate(over="ignore", invalid="ignore"):
+        var = stats[1, :dim] / count - mean * mean
     if np.any(var < VAR_FLOOR):
         log.warning("CMVN: flooring %d variances to %g", int(np.sum(var < VAR_FLOOR)), VAR_FLOOR)
         var = np.maximum(var, VAR_FLOOR)
-    scale = 1.0 / np.sqrt(var)
-    return scale, -mean * scale
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        scale = 1.0 / np.sqrt(var)
+        offset = -mean * scale
+    if not (np.isfinite(scale).all() and np.isfinite(offset).all()):
+        raise AsrError("CMVN stats give a non-finite normalisation (corrupt stats?)",
+                       fix="recompute the features with asrtrain features")
+    return scale, offset
 
 
 def apply(feats: np.ndarray, stats: np.ndarray, norm_vars: bool) -> np.ndarray:

@@ -134,7 +134,13 @@ class FeatureReader:
         if tr is None:
             return feats
         scale, offset = tr
-        return (feats * scale.astype(np.float32) + offset.astype(np.float32)).astype(np.float32, copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = (feats * scale.astype(np.float32) + offset.astype(np.float32)).astype(np.float32, copy=False)
+        if not np.isfinite(out).all():
+            raise AsrError(f"CMVN makes the features of '{utt}' overflow (corrupt CMVN stats?)",
+                           self.feat_dir / ("cmvn_global.ark" if self._global is not None else "cmvn.scp"),
+                           fix="recompute the features with asrtrain features")
+        return out
 
     def close(self) -> None:
         for fd in self._fds.values():
