@@ -220,7 +220,9 @@ def _run_jobs(jobs: List[_Job], progress: _Progress) -> List[Dict]:
             except queue_mod.Empty:
                 for j, p in enumerate(procs):
                     if j not in results and not p.is_alive() and p.exitcode not in (0, None):
-                        raise RuntimeError(f"feature job {j + 1} died with exit code {p.exitcode}")
+                        raise AsrError(f"feature job {j + 1} died with exit code {p.exitcode}",
+                                       fix="a negative code is the signal that killed it (-9: out of memory? "
+                                           "lower --nj)")
                 continue
             if kind == "progress":
                 progress.update(payload)
@@ -228,8 +230,11 @@ def _run_jobs(jobs: List[_Job], progress: _Progress) -> List[Dict]:
                 results[j] = payload
             elif kind == "error":
                 raise AsrError(*payload)
-            else:
-                raise RuntimeError(f"feature job {j + 1} failed:\n{payload}")
+            else:  # a bug, not bad input: the traceback goes to the debug log, the user gets one line
+                log.debug("feature job %d crashed:\n%s", j + 1, payload)
+                last = payload.strip().splitlines()[-1] if payload.strip() else "no message"
+                raise AsrError(f"feature job {j + 1} crashed: {last}",
+                               fix="please report this bug with the output of asrtrain -vv features ...")
     finally:
         for p in procs:
             if p.is_alive() and len(results) < len(jobs):
