@@ -162,10 +162,15 @@ def _segments(data_dir: Path) -> Optional[Dict[str, Tuple[str, float, float]]]:
     path = data_dir / "segments"
     if not path.is_file():
         return None
+    from asrtrain.data.datadir import parse_segment
+
     out = {}
     for utt, rest in read_table(path).items():
-        rec, start, end = rest.split()[:3]
-        out[utt] = (rec, float(start), float(end))
+        try:
+            seg = parse_segment(rest)
+        except ValueError as err:  # nan, inf, negative or missing times: one line, not a traceback
+            raise AsrError(f"malformed segment of '{utt}': {err}", path, fix="recompute the features dir") from None
+        out[utt] = (seg.rec, seg.start, seg.end)
     return out
 
 
