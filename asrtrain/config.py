@@ -51,7 +51,8 @@ class FeatureConfig:
         _choice("features.window_type", self.window_type,
                 ("povey", "hamming", "hanning", "rectangular", "blackman"))
         _range("features.sample_rate", self.sample_rate, lo=1, fix="give the audio's rate in Hz, e.g. 16000")
-        _range("features.frame_length", self.frame_length, lo=0, lo_open=True, fix="give milliseconds, e.g. 25")
+        _range("features.frame_length", self.frame_length, lo=0, lo_open=True,
+               fix="give milliseconds, e.g. 25")
         _range("features.frame_shift", self.frame_shift, lo=0, lo_open=True, fix="give milliseconds, e.g. 10")
         _range("features.dither", self.dither, lo=0)
         _range("features.preemphasis_coefficient", self.preemphasis_coefficient, lo=0, hi=1)
@@ -70,7 +71,8 @@ class FeatureConfig:
                   f"samples at {self.sample_rate} Hz", "give a frame of at least 2 samples, e.g. 25 ms")
         fft_bins = (1 << (window - 1).bit_length() if self.round_to_power_of_two else window) // 2
         _range("features.num_mel_bins", self.num_mel_bins, lo=3, hi=fft_bins,
-               fix=f"Kaldi needs 3 .. {fft_bins} bins for a {self.frame_length} ms frame at {self.sample_rate} Hz")
+               fix=f"Kaldi needs 3 .. {fft_bins} bins for a {self.frame_length} ms frame at "
+                   f"{self.sample_rate} Hz")
 
 
 @dataclass(frozen=True)
@@ -343,7 +345,8 @@ def _read_yaml(path: Path) -> Tuple[Dict[str, Any], Dict[str, int]]:
     except UnicodeDecodeError:
         raise AsrError("config file is not UTF-8", spath, fix="re-encode it as UTF-8") from None
     except OSError as err:
-        raise AsrError(f"cannot read config file: {err.strerror}", spath, fix="check the config path") from None
+        raise AsrError(f"cannot read config file: {err.strerror}", spath,
+                       fix="check the config path") from None
     try:
         loaded = strict_yaml_load(text)
     except yaml.YAMLError as err:

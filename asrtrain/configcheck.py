@@ -18,7 +18,7 @@ from asrtrain.errors import AsrError
 
 def given_settings(path: Optional[Path], overrides: Iterable[str], extra: Iterable[Path] = ()
                    ) -> Dict[str, Tuple[Any, Optional[str], Optional[int], bool]]:
-    """``section.key`` -> (value, file, line, from --set) for every key the user gave, the last one winning."""
+    """``section.key`` -> (value, file, line, from --set) for every key the user gave (the last wins)."""
     out: Dict[str, Tuple[Any, Optional[str], Optional[int], bool]] = {}
     for p in [q for q in [path, *extra] if q is not None]:
         loaded, lines = _read_yaml(p)
@@ -49,7 +49,8 @@ def check_train_settings(path: Optional[Path], overrides: Iterable[str], extra: 
                            f"{name} = {getattr(cfg.features, key)!r} (its features.yaml)", file, line,
                            fix=f"recompute the features with --set {key}={value}, or drop {name}")
         if name in ("model.input_dim", "model.num_targets") and value and getattr(cfg.model, key) != value:
-            raise AsrError(f"{where} is ignored: the data gives {name} = {getattr(cfg.model, key)}", file, line,
+            raise AsrError(f"{where} is ignored: the data gives {name} = {getattr(cfg.model, key)}",
+                           file, line,
                            fix=f"drop {name} (it is derived from the features and the tokenizer)")
         if section == "tokenizer" and from_set:
             raise AsrError(f"{where} is not used by train: the tokenizer is the --tokenizer model",

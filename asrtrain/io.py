@@ -26,7 +26,7 @@ def no_space(path: PathLike) -> AsrError:
 
 @contextlib.contextmanager
 def reporting_no_space(path: PathLike) -> Iterator[None]:
-    """Turn ``OSError(ENOSPC)`` (and ``EDQUOT``) raised inside the block into :func:`no_space` for ``path``."""
+    """Turn ``OSError`` ENOSPC (and EDQUOT) raised inside the block into :func:`no_space` for ``path``."""
     try:
         yield
     except OSError as err:

@@ -169,7 +169,8 @@ def _segments(data_dir: Path) -> Optional[Dict[str, Tuple[str, float, float]]]:
         try:
             seg = parse_segment(rest)
         except ValueError as err:  # nan, inf, negative or missing times: one line, not a traceback
-            raise AsrError(f"malformed segment of '{utt}': {err}", path, fix="recompute the features dir") from None
+            raise AsrError(f"malformed segment of '{utt}': {err}", path,
+                           fix="recompute the features dir") from None
         out[utt] = (seg.rec, seg.start, seg.end)
     return out
 

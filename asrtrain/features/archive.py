@@ -160,7 +160,8 @@ def _utterance_features(u: _Utt, wave: np.ndarray, rate: int, conf: FeatureConfi
                           f"({len(wave)} samples)", fix="drop it (asrtrain features --skip-bad)")
     if not np.isfinite(feats).all():
         raise where.error(f"features of utterance '{u.utt}' are not finite (NaN or Inf; audio out of "
-                          f"range?)", fix="check the audio, or drop the utterance (asrtrain features --skip-bad)")
+                          f"range?)",
+                          fix="check the audio, or drop the utterance (asrtrain features --skip-bad)")
     return feats
 
 

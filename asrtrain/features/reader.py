@@ -135,7 +135,8 @@ class FeatureReader:
             return feats
         scale, offset = tr
         with np.errstate(over="ignore", invalid="ignore"):
-            out = (feats * scale.astype(np.float32) + offset.astype(np.float32)).astype(np.float32, copy=False)
+            out = feats * scale.astype(np.float32) + offset.astype(np.float32)
+            out = out.astype(np.float32, copy=False)
         if not np.isfinite(out).all():
             raise AsrError(f"CMVN makes the features of '{utt}' overflow (corrupt CMVN stats?)",
                            self.feat_dir / ("cmvn_global.ark" if self._global is not None else "cmvn.scp"),

@@ -83,7 +83,8 @@ class Tokenizer:
             self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
         except (RuntimeError, OSError, ValueError) as err:
             raise AsrError(f"not a sentencepiece model (corrupt or truncated: {' '.join(str(err).split())})",
-                           self.path, fix="retrain it with asrtrain tokenizer train, or copy it again") from None
+                           self.path, fix="retrain it with asrtrain tokenizer train, or copy it again"
+                           ) from None
         if self.sp.get_piece_size() <= BLANK or self.sp.id_to_piece(BLANK) != "<blank>":
             raise AsrError("not an asrtrain tokenizer (id 0 must be <blank>)", self.path,
                            fix="retrain it with asrtrain tokenizer train")

@@ -4,7 +4,8 @@
 Each case is (id, files to damage, command, fragment). ``files`` maps a path under the case's copy of the
 clean world (see corpus_world.py: data/, feats/, tok/, lm/, exp/, hub5/) to new content; the command's
 ``{data}``, ``{feats}``, ``{tok}``, ``{lm}``, ``{exp}``, ``{hub5}`` and ``{tmp}`` name those copies.
-The commands run in-process through click's CliRunner: the 316 cases take about 40 s (20 s of it one tiny training run for the exp dir).
+The commands run in-process through click's CliRunner: the 316 cases take about 40 s (20 s of it one
+tiny training run for the exp dir).
 """
 
 import sys
