@@ -4,9 +4,12 @@ then run the learners (in-process for one, spawned or joined under torchrun for 
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Optional
+
+import yaml
 
 from asrtrain.config import Config, load_config, read_yaml_mapping, save_config, to_dict
 from asrtrain.configcheck import check_train_settings
