@@ -277,7 +277,8 @@ case("train-cmvn-missing", {"feats/cmvn_global.ark": None}, T, "cmvn_global.ark 
 case("train-cmvn-truncated", {"feats/cmvn_global.ark": cut(0.5)}, T, "cannot read CMVN stats")
 case("train-ark-truncated", {"feats/feats.ark": cut(0.5)}, T + " --set model.hidden=4 --set model.subsample=2",
      "(truncated or corrupt ark? AssertionError)")
-case("train-exp-holds-run", {"e/checkpoints/latest": "x"}, T, "exp dir already holds a training run")
+case("train-exp-holds-run", {"e/checkpoints/latest": "x", "e/checkpoints/epoch1.pt": "x"}, T,
+     "exp dir already holds a training run")
 
 # -- decode: LM, vocabulary, exp dir and feature dir damage -----------------------------------------------
 D = "decode {exp} {feats} {tmp}/dec"
