@@ -345,6 +345,7 @@ def compute_features(data_dir: PathLike, out_dir: PathLike, conf: FeatureConfig,
         raise AsrError("data dir not found", data_dir, fix="check the path")
     if out.resolve() == data_dir.resolve():
         raise AsrError("OUT_DIR must differ from DATA_DIR", out, fix="give a new output directory")
+    out = out.resolve()  # a symlinked OUT_DIR: replace what it points to, and name that in feats.scp
     recover_dir(out)
     stamp = _fingerprint(data_dir, conf, skip_bad)
     marker = out / ".done"

@@ -143,3 +143,14 @@ def test_full_disk_anywhere_under_the_cli_is_one_line(data, tmp_path, monkeypatc
     err = one_error(run("data", "validate", data))
     assert err == ("asrtrain: error: no space left on device writing output (fix: free disk space "
                    "(df -h shows which file system is full) and run again)")
+
+
+def test_symlinked_out_dir_is_replaced_where_it_points(data, tmp_path):
+    real = tmp_path / "real"
+    assert run("features", data, real).exit_code == 0
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    r = run("features", data, link, "--set", "num_mel_bins=40")
+    assert r.exit_code == 0, r.output
+    assert link.is_symlink() and FeatureReader(link).dim == 40 == FeatureReader(real).dim
+    assert all(str(real) in ln for ln in (link / "feats.scp").read_text().splitlines())
