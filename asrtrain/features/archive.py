@@ -324,8 +324,8 @@ def _check_replaceable(out: Path) -> None:
         raise AsrError("OUT_DIR exists and is not a directory", out, fix="give a new output directory")
     for entry in sorted(out.iterdir()):
         name = entry.name
-        if name in OUR_FILES or name.startswith(("utt2", "spk2", "reco2", "split")):
-            continue
+        if name in OUR_FILES or name.startswith(("utt2", "spk2", "reco2", "split")) or name.endswith(".done"):
+            continue  # (*.done: a recipe's stage marker, e.g. recipes/synth's .stage.done)
         raise AsrError(f"OUT_DIR holds '{name}', which asrtrain features does not write; the output dir is "
                        f"replaced as a whole", out, fix="give a new output directory, or remove it first")
 
