@@ -53,6 +53,25 @@ class LazyGroup(click.Group):
         except AsrError as err:
             click.echo(f"asrtrain: error: {err.render()}", err=True)
             ctx.exit(1)
+        except OSError as err:  # a full disk or a file we may not touch, wherever it happens: one line
+            one_line = os_error_line(err)
+            if one_line is None:
+                raise
+            click.echo(f"asrtrain: error: {one_line}", err=True)
+            ctx.exit(1)
+
+
+def os_error_line(err: OSError):
+    """One line for an OSError naming a file, or for a full disk (ENOSPC/EDQUOT); None for other ones."""
+    import errno
+
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        what = f"writing {err.filename}" if err.filename else "writing output"
+        return AsrError(f"no space left on device {what}",
+                        fix="free disk space (df -h shows which file system is full) and run again").render()
+    if err.filename is not None and err.strerror:
+        return AsrError(err.strerror, err.filename, fix="check the path and its permissions").render()
+    return None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -8,6 +8,7 @@ and line. The resolved config (every default written out) is saved next to the r
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Dict, Iterable, Optional, Tuple
 import yaml
 
 from asrtrain.errors import AsrError
+from asrtrain.yamlio import strict_yaml_load
 
 
 @dataclass(frozen=True)
@@ -38,13 +40,39 @@ class FeatureConfig:
     snip_edges: bool = True
     cmvn: str = "global"  # global | speaker | none
     cmvn_norm_vars: bool = True
-    resample: bool = True  # resample audio whose rate differs; False makes a mismatch an error
+    # A recording whose rate differs from sample_rate is an error, as in Kaldi's compute-fbank-feats
+    # (which refuses both directions without --allow-downsample / --allow-upsample). true resamples it,
+    # either way: upsampling leaves the band above the old Nyquist frequency empty, so ask for it knowingly.
+    resample: bool = False
 
     def validate(self) -> None:
         _choice("features.kind", self.kind, ("fbank",))
         _choice("features.cmvn", self.cmvn, ("global", "speaker", "none"))
         _choice("features.window_type", self.window_type,
                 ("povey", "hamming", "hanning", "rectangular", "blackman"))
+        _range("features.sample_rate", self.sample_rate, lo=1, fix="give the audio's rate in Hz, e.g. 16000")
+        _range("features.frame_length", self.frame_length, lo=0, lo_open=True,
+               fix="give milliseconds, e.g. 25")
+        _range("features.frame_shift", self.frame_shift, lo=0, lo_open=True, fix="give milliseconds, e.g. 10")
+        _range("features.dither", self.dither, lo=0)
+        _range("features.preemphasis_coefficient", self.preemphasis_coefficient, lo=0, hi=1)
+        nyquist = self.sample_rate / 2
+        _range("features.low_freq", self.low_freq, lo=0, hi=nyquist, hi_open=True)
+        high = self.high_freq if self.high_freq > 0 else nyquist + self.high_freq
+        _range("features.high_freq", self.high_freq, lo=-nyquist, hi=nyquist,
+               fix="0 means the Nyquist frequency, a negative value is an offset below it")
+        if not high > self.low_freq:
+            _fail("features.high_freq", f"features.high_freq = {self.high_freq} puts the top of the mel "
+                  f"bank at {high} Hz, not above features.low_freq = {self.low_freq} Hz",
+                  "raise high_freq (0 = Nyquist) or lower low_freq")
+        window = int(self.sample_rate * self.frame_length / 1000)
+        if window < 2:
+            _fail("features.frame_length", f"features.frame_length = {self.frame_length} ms is {window} "
+                  f"samples at {self.sample_rate} Hz", "give a frame of at least 2 samples, e.g. 25 ms")
+        fft_bins = (1 << (window - 1).bit_length() if self.round_to_power_of_two else window) // 2
+        _range("features.num_mel_bins", self.num_mel_bins, lo=3, hi=fft_bins,
+               fix=f"Kaldi needs 3 .. {fft_bins} bins for a {self.frame_length} ms frame at "
+                   f"{self.sample_rate} Hz")
 
 
 @dataclass(frozen=True)
@@ -55,6 +83,8 @@ class TokenizerConfig:
 
     def validate(self) -> None:
         _choice("tokenizer.model_type", self.model_type, ("bpe", "unigram", "char", "word"))
+        _range("tokenizer.vocab_size", self.vocab_size, lo=2)
+        _range("tokenizer.character_coverage", self.character_coverage, lo=0, hi=1, lo_open=True)
 
 
 @dataclass(frozen=True)
@@ -143,6 +173,9 @@ class DistConfig:
         _choice("dist.strategy", self.strategy, ("single", "ssgd", "adpsgd", "h-adpsgd"))
         _choice("dist.averaging", self.averaging, ("fixed", "random"))
         _choice("dist.backend", self.backend, ("auto", "gloo", "nccl"))
+        _range("dist.timeout_s", self.timeout_s, lo=0, lo_open=True, fix="give seconds, e.g. 60")
+        _range("dist.learners", self.learners, lo=1)
+        _range("dist.learners_per_node", self.learners_per_node, lo=0)
 
 
 @dataclass(frozen=True)
@@ -155,6 +188,8 @@ class DecodeConfig:
 
     def validate(self) -> None:
         _choice("decode.method", self.method, ("greedy", "beam", "lexicon"))
+        _range("decode.beam_size", self.beam_size, lo=1)
+        _range("decode.batch_frames", self.batch_frames, lo=1)
 
 
 @dataclass(frozen=True)
@@ -183,6 +218,24 @@ def _choice(name: str, value: str, allowed: Iterable[str]) -> None:
         raise err
 
 
+def _fail(name: str, message: str, fix: Optional[str] = None) -> None:
+    err = AsrError(message, fix=fix)
+    err.key = name  # load_config maps it to the YAML line
+    raise err
+
+
+def _range(name: str, value, lo=None, hi=None, lo_open: bool = False, hi_open: bool = False,
+           fix: Optional[str] = None) -> None:
+    """Refuse ``value`` outside [lo, hi] (open ends where asked); NaN and infinities are always outside."""
+    ok = math.isfinite(value) and (lo is None or (value > lo if lo_open else value >= lo)) and \
+        (hi is None or (value < hi if hi_open else value <= hi))
+    if not ok:
+        bounds = " and ".join(b for b in (
+            None if lo is None else f"{'>' if lo_open else '>='} {lo:g}",
+            None if hi is None else f"{'<' if hi_open else '<='} {hi:g}") if b)
+        _fail(name, f"{name} = {value!r} must be {bounds}", fix or f"set {name} within range")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Loading
 
@@ -195,13 +248,16 @@ def _coerce(value: Any, typ: Any, where: str, path: Optional[str], line: Optiona
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     elif typ is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads "2e-3" (no dot) as a string
+            number = float(value)
+        elif isinstance(value, str):  # YAML 1.1 reads "2e-3" (no dot) as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
+        if number is not None and not math.isnan(number):
+            return number
     elif typ is str:
         if isinstance(value, str):
             return value
@@ -228,6 +284,20 @@ def _build(cls, data: Any, prefix: str, path: Optional[str], lines: Dict[str, in
         else:
             kwargs[key] = _coerce(value, typ, where, path, lines.get(where))
     return cls(**kwargs)
+
+
+def read_yaml_mapping(path: Path) -> Dict[str, Any]:
+    """A YAML file's top-level mapping; every failure (missing, not UTF-8, invalid, duplicate keys, not a
+    mapping) is an AsrError naming the file and line."""
+    loaded, lines = _read_yaml(path)
+    if not isinstance(loaded, dict) or not loaded:
+        raise AsrError("not a YAML mapping of config sections" + ("" if loaded else " (empty)"), path, 1,
+                       fix="restore the file, or start a new --exp-dir")
+    for name, body in loaded.items():
+        if not isinstance(body, dict):
+            raise AsrError(f"section '{name}' is not a mapping", path, lines.get(str(name)),
+                           fix="restore the file, or start a new --exp-dir")
+    return loaded
 
 
 def _key_lines(text: str) -> Dict[str, int]:
@@ -267,8 +337,8 @@ def parse_override(text: str) -> Tuple[str, Any]:
                        fix="write e.g. --set train.lr=0.2")
     key, value = text.split("=", 1)
     try:
-        parsed = yaml.safe_load(value) if value != "" else ""
-    except yaml.YAMLError:
+        parsed = strict_yaml_load(value) if value != "" else ""
+    except (yaml.YAMLError, ValueError, OverflowError, RecursionError):
         parsed = value
     return key.strip(), parsed
 
@@ -280,13 +350,20 @@ def _read_yaml(path: Path) -> Tuple[Dict[str, Any], Dict[str, int]]:
     except FileNotFoundError:
         raise AsrError("config file not found", spath, fix="check the config path") from None
     except UnicodeDecodeError:
-        raise AsrError("config file is not UTF-8", spath) from None
+        raise AsrError("config file is not UTF-8", spath, fix="re-encode it as UTF-8") from None
+    except OSError as err:
+        raise AsrError(f"cannot read config file: {err.strerror}", spath,
+                       fix="check the config path") from None
     try:
-        loaded = yaml.safe_load(text) or {}
+        loaded = strict_yaml_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        raise AsrError(f"invalid YAML: {getattr(err, 'problem', err)}", spath,
-                       None if mark is None else mark.line + 1) from None
+        raise AsrError(f"invalid YAML: {getattr(err, 'problem', None) or err}", spath,
+                       None if mark is None else mark.line + 1, fix="correct the YAML") from None
+    except (ValueError, OverflowError, RecursionError) as err:  # e.g. a timestamp PyYAML cannot build
+        raise AsrError(f"invalid YAML value: {err}", spath, fix="correct the YAML") from None
+    if loaded is None:
+        loaded = {}
     return loaded, _key_lines(text)
 
 
@@ -319,7 +396,9 @@ def load_config(path: Optional[Path] = None, overrides: Iterable[str] = (),
         node = data
         parts = key.split(".")
         for part in parts[:-1]:
-            node = node.setdefault(part, {})
+            if node.get(part) is None:
+                node[part] = {}
+            node = node[part]
             if not isinstance(node, dict):
                 raise AsrError(f"override {item!r}: '{part}' is not a section")
         node[parts[-1]] = value
@@ -363,12 +442,23 @@ def load_section(cls, path: Optional[Path], overrides: Iterable[str] = ()):
     if path is not None:
         spath = str(path)
         data, lines = _read_yaml(path)
+        if not isinstance(data, dict):
+            raise AsrError("expected a mapping of option: value", spath, 1,
+                           fix=f"write one '{fields(cls)[0].name}: ...' line per option")
+    set_keys = set()
     for item in overrides:
         key, value = parse_override(item)
         data[key] = value
+        set_keys.add(key)
     obj = _build(cls, data, "", spath, lines)
     if hasattr(obj, "validate"):
-        obj.validate()
+        try:
+            obj.validate()
+        except AsrError as err:  # a range error names the file and line the value came from
+            short = str(getattr(err, "key", "")).split(".", 1)[-1]
+            if err.path is None and spath is not None and short in data and short not in set_keys:
+                raise AsrError(err.message, spath, lines.get(short), err.fix) from None
+            raise
     return obj
 
 

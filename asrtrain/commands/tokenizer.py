@@ -34,13 +34,18 @@ def train_cmd(text_path: Path, out_dir: Path, model_type: str, vocab_size: int) 
 
 def _apply(model: Path, infile: str, fn) -> None:
     from asrtrain.data.table import iter_lines
+    from asrtrain.errors import AsrError
     from asrtrain.text.tokenizer import Tokenizer
 
     tok = Tokenizer(model)
     path = Path("/dev/stdin") if infile == "-" else Path(infile)
-    for _, line in iter_lines(path):
+    for no, line in iter_lines(path):
         parts = line.split(maxsplit=1)
-        click.echo(f"{parts[0]} {fn(tok, parts[1] if len(parts) > 1 else '')}".rstrip())
+        try:
+            out = fn(tok, parts[1] if len(parts) > 1 else '')
+        except AsrError as err:  # name the input line too
+            raise AsrError(err.message, path, no, err.fix) from None
+        click.echo(f"{parts[0]} {out}".rstrip())
     sys.stdout.flush()
 
 
@@ -59,4 +64,16 @@ def encode_cmd(model: Path, ids: bool, text_file: str) -> None:
 @click.argument("text_file", default="-")
 def decode_cmd(model: Path, ids: bool, text_file: str) -> None:
     """Decode pieces (or ids) back into words, keeping the utterance ids."""
-    _apply(model, text_file, lambda t, s: t.decode([int(x) for x in s.split()]) if ids else t.decode_pieces(s.split()))
+    _apply(model, text_file, lambda t, s: t.decode(_ints(s)) if ids else t.decode_pieces(s.split()))
+
+
+def _ints(text: str):
+    import re
+
+    from asrtrain.errors import AsrError
+
+    for x in text.split():
+        if not re.fullmatch(r"-?[0-9]+", x):
+            raise AsrError(f"'{x[:40]}' is not a token id (--ids expects integers)",
+                           fix="drop --ids to decode pieces, or give integer ids")
+    return [int(x) for x in text.split()]

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -307,7 +308,8 @@ def wav_scp_entries(sph: Dict[str, Path], recos: Sequence[str], sph2pipe: Option
     """wav.scp and reco2file_and_channel entries for recordings ``<file>-A`` / ``<file>-B``.
 
     Side A is the first channel, side B the second. Shorten-compressed files go through
-    ``sph2pipe -f wav -p -c 1|2 FILE |`` (Kaldi's exact pipe). PCM and µ-law SPHERE files are read directly
+    ``sph2pipe -f wav -p -c 1|2 FILE |`` (Kaldi's exact pipe; program and FILE shell-quoted, since wav.scp
+    pipes run through /bin/sh). PCM and µ-law SPHERE files are read directly
     by soundfile, so wav.scp names the file and the audio reader takes the channel from
     reco2file_and_channel. Recordings whose file is missing are left out (the caller reports them).
     """
@@ -326,7 +328,9 @@ def wav_scp_entries(sph: Dict[str, Path], recos: Sequence[str], sph2pipe: Option
                            path, fix="use the original two-channel LDC file")
         if "shorten" in header.get("sample_coding", "").lower():
             program = program or resolve_sph2pipe(sph2pipe, path)
-            wav[reco] = f"{program} -f wav -p -c {1 if side == 'A' else 2} {path} |"
+            # wav.scp pipes run through /bin/sh (Kaldi's contract): quote what we put in them
+            wav[reco] = (f"{shlex.quote(program)} -f wav -p -c {1 if side == 'A' else 2} "
+                         f"{shlex.quote(str(path))} |")
         else:
             wav[reco] = str(path)
         reco2fc[reco] = f"{name} {side}"

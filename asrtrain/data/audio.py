@@ -7,7 +7,9 @@ before computing; that keeps our features equal to ``compute-fbank-feats`` on th
 Entries follow Kaldi:
 - ``/path/file.{wav,flac,sph}``: read with soundfile (libsndfile reads SPHERE PCM and µ-law, one or two
   channels; checked by tests/data/test_audio.py).
-- ``<command> |``: run through the shell; its stdout is a wav (e.g. ``sph2pipe -f wav -p -c 1 x.sph |``).
+- ``<command> |``: run through ``/bin/sh`` (Kaldi's contract), so a wav.scp can run any command: use data
+  dirs only from people you trust. Its stdout is a wav (e.g. ``sph2pipe -f wav -p -c 1 x.sph |``); paths
+  with spaces or shell characters must be quoted in it (asrtrain's corpus preparation does).
 - Shorten-compressed SPHERE (``sample_coding`` contains ``shorten``) cannot be decoded by libsndfile and is
   refused with a message giving the ``sph2pipe`` pipe to use instead.
 
@@ -96,7 +98,8 @@ def _sph2pipe_fix(path: str, channel: Optional[int]) -> str:
     where = shutil.which("sph2pipe")
     note = (f"sph2pipe is at {where}" if where
             else "sph2pipe is not on PATH: build it with Kaldi's tools/Makefile and add it")
-    return f"write the wav.scp entry as 'sph2pipe -f wav -p -c {(channel or 0) + 1} {path} |' ({note})"
+    return (f"write the wav.scp entry as 'sph2pipe -f wav -p -c {(channel or 0) + 1} {shlex.quote(path)} |' "
+            f"({note})")
 
 
 def _run_pipe(spec: str, where: Where) -> bytes:

@@ -13,12 +13,14 @@ as an :class:`AsrError`. Later stages (features) drop the utterance-level ones u
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from asrtrain.data.table import read_table_lines, spk2utt_from_utt2spk, write_table
+from asrtrain.data.table import iter_lines, read_table_lines, spk2utt_from_utt2spk, write_table
+from asrtrain.data.textcheck import text_line_problem
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
@@ -136,16 +138,28 @@ def _rows(path: Path, problems: List[Problem]) -> Optional[List[Tuple[int, str, 
         return None
 
 
+def parse_segment(rest: str) -> Segment:
+    """A ``segments`` value ``<rec-id> <start-s> <end-s>`` -> Segment; ValueError with a reason if malformed
+    (times not numbers, not finite, start < 0, or end <= start unless end is -1, to the recording's end)."""
+    parts = rest.split()
+    if len(parts) != 3:
+        raise ValueError("expected '<utt-id> <rec-id> <start-s> <end-s>'")
+    try:
+        start, end = float(parts[1]), float(parts[2])
+    except ValueError:
+        raise ValueError(f"segment times {parts[1]} {parts[2]} are not numbers") from None
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise ValueError(f"segment times {parts[1]} {parts[2]} are not finite numbers")
+    if start < 0 or (end != -1 and end <= start):
+        raise ValueError(f"segment times {parts[1]} {parts[2]} are not 0 <= start < end (or end -1)")
+    return Segment(parts[0], start, end)
+
+
 def _parse(name: str, rest: str):
     """Parse the value of one record; raise ValueError with a reason if it is malformed."""
     parts = rest.split()
     if name == "segments":
-        if len(parts) != 3:
-            raise ValueError("expected '<utt-id> <rec-id> <start-s> <end-s>'")
-        start, end = float(parts[1]), float(parts[2])
-        if start < 0 or (end != -1 and end <= start):
-            raise ValueError(f"segment times {parts[1]} {parts[2]} are not 0 <= start < end")
-        return Segment(parts[0], start, end)
+        return parse_segment(rest)
     if name == "reco2file_and_channel":
         if len(parts) != 2:
             raise ValueError("expected '<rec-id> <file-id> <channel>'")
@@ -173,6 +187,7 @@ def _load(path: Path) -> Tuple[Dict[str, dict], Dict[str, Dict[str, int]], List[
         rows = _rows(path / name, problems)
         if rows is None:
             continue
+        raw = dict(iter_lines(path / name)) if name == "text" else {}
         table, where, seen, prev = {}, {}, {}, None
         unsorted_reported = False
         for no, key, rest in rows:
@@ -191,6 +206,11 @@ def _load(path: Path) -> Tuple[Dict[str, dict], Dict[str, Dict[str, int]], List[
             if name == "text" and not rest.strip():
                 problems.append(Problem(fpath, no, f"empty transcript for utterance '{key}'",
                                         f"give it a transcript, or {FIX} drops it", (key,)))
+                continue
+            bad_text = text_line_problem(raw[no]) if name == "text" else None
+            if bad_text:
+                problems.append(Problem(fpath, no, f"utterance '{key}': {bad_text}",
+                                        f"correct the transcript, or {FIX} drops it", (key,)))
                 continue
             try:
                 table[key] = _parse(name, rest)

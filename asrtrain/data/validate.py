@@ -184,6 +184,9 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
     if "utt2spk" not in tables:
         raise AsrError("missing utt2spk: nothing to fix from", path / "utt2spk",
                        fix="write utt2spk (<utt-id> <spk-id>)")
+    if "wav.scp" not in tables and "feats.scp" not in tables:
+        raise AsrError("missing wav.scp (and no feats.scp): no utterance has audio or features to keep",
+                       path / "wav.scp", fix="write wav.scp (<rec-id> <audio file or command |>)")
     data = _datadir(path, tables, lines)
     all_utts = set().union(*(tables[n].keys() for n in UTT_FILES if n in tables),
                            *(p.utts for p in problems))

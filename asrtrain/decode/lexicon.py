@@ -141,13 +141,14 @@ def read_words(path) -> List[str]:
     path = Path(path)
     if not path.is_file():
         raise AsrError("vocabulary file not found", path, fix="pass --words a file with one word per line")
+    from asrtrain.data.table import iter_lines
+
     words = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in iter_lines(path):  # not UTF-8: a one-line error naming the line
         parts = line.split()
-        if not parts:
-            continue
-        if len(parts) > 2:
-            raise AsrError("expected one word (optionally followed by an integer id) per line", path, lineno)
+        if len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+            raise AsrError("expected one word (optionally followed by an integer id) per line", path, lineno,
+                           fix="give one word per line, or Kaldi's words.txt")
         if parts[0] not in ("<eps>", "<s>", "</s>", "<unk>", "#0"):
             words.append(parts[0])
     if not words:

@@ -54,13 +54,18 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
     return cfg, model
 
 
+# How input audio was admitted, not what the features are: an exp dir from before resampling became
+# opt-in (``resample: true``) decodes features computed since.
+NOT_FEATURE_DEFINING = {"resample"}
+
+
 def check_features(cfg: Config, data_dir: Path) -> None:
     """Refuse a feature dir computed with options other than the model's."""
     from asrtrain.features.reader import FeatureReader
 
     got = to_dict(FeatureReader(data_dir).config)
     want = to_dict(cfg.features)
-    diff = [k for k in want if got.get(k) != want[k]]
+    diff = [k for k in want if k not in NOT_FEATURE_DEFINING and got.get(k) != want[k]]
     if diff:
         raise AsrError(f"features differ from the model's ({', '.join(f'{k}: {got.get(k)} vs {want[k]}' for k in diff)})",
                        Path(data_dir) / "features.yaml",
@@ -176,10 +181,16 @@ def _segments(data_dir: Path) -> Optional[Dict[str, Tuple[str, float, float]]]:
     path = data_dir / "segments"
     if not path.is_file():
         return None
+    from asrtrain.data.datadir import parse_segment
+
     out = {}
     for utt, rest in read_table(path).items():
-        rec, start, end = rest.split()[:3]
-        out[utt] = (rec, float(start), float(end))
+        try:
+            seg = parse_segment(rest)
+        except ValueError as err:  # nan, inf, negative or missing times: one line, not a traceback
+            raise AsrError(f"malformed segment of '{utt}': {err}", path,
+                           fix="recompute the features dir") from None
+        out[utt] = (seg.rec, seg.start, seg.end)
     return out
 
 

@@ -46,7 +46,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
-from asrtrain.distributed.weights import bind_flat_, make_weights, two_sum_  # noqa: F401 - re-exported
+from asrtrain.distributed.weights import make_weights
 from asrtrain.errors import AsrError
 
 

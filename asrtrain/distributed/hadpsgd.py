@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from asrtrain.distributed.adpsgd import GOSSIP_TIMEOUT, GossipState
 from asrtrain.distributed.base import Partition
-from asrtrain.distributed.comm import Gossip, average_over_learners, check_gossip_size, consensus_distance, \
+from asrtrain.distributed.comm import average_over_learners, check_gossip_size, consensus_distance, \
     flat_copy, set_flat_
 from asrtrain.distributed.ssgd import broadcast_params, ddp_sum
 from asrtrain.errors import AsrError

@@ -1,7 +1,7 @@
 """``asrtrain features``: a data dir in, a data dir with Kaldi ark/scp fbank features and CMVN stats out.
 
 Output (``OUT_DIR``), all readable by Kaldi itself:
-- ``arks/feats.<j>.ark``: one ark per job, written under a temp name and renamed when complete;
+- ``arks/feats.<j>.ark``: one ark per job;
 - ``feats.scp`` (sorted; absolute ark paths, as Kaldi's make_fbank.sh writes), ``utt2num_frames``,
   ``feat_dim``;
 - ``cmvn_global.ark`` (cmvn: global; a bare [2, D+1] float64 matrix) or ``cmvn.ark``/``cmvn.scp`` keyed by
@@ -9,6 +9,14 @@ Output (``OUT_DIR``), all readable by Kaldi itself:
 - ``text``, ``utt2spk``, ``spk2utt``, ``wav.scp``, ``segments``, ``reco2file_and_channel`` (for the kept
   utterances), so OUT_DIR is a complete data dir;
 - ``features.yaml`` (the resolved FeatureConfig), ``bad_utts.txt`` (with --skip-bad) and ``.done``.
+
+The output is replaced as a whole: everything is built in ``.OUT_DIR.new`` beside it, then swapped in
+(:func:`asrtrain.io.swap_dir`), so a failed or killed rerun leaves the previous output as it was. When a
+run fails because every utterance is bad, the reasons go to ``OUT_DIR.bad_utts.txt`` beside it.
+
+Bad utterances (named, dropped with ``--skip-bad``, else the first one is the error): audio that cannot be
+read, segments outside the recording, NaN or Inf audio samples, non-finite features, audio shorter than
+one frame, and a sample rate other than ``sample_rate`` unless ``resample: true``.
 
 Jobs run in ``nj`` worker processes (forked, as DataLoader workers are) with one torch thread each;
 each job takes a contiguous slice of the sorted utterances (so segments of one recording share one
@@ -23,6 +31,7 @@ import json
 import logging
 import os
 import queue as queue_mod
+import shutil
 import sys
 import time
 import traceback
@@ -41,7 +50,7 @@ from asrtrain.data.audio import Where, read_recording, resample_to, segment_boun
 from asrtrain.errors import AsrError
 from asrtrain.features import cmvn
 from asrtrain.features.fbank import fbank
-from asrtrain.io import atomic_write_text
+from asrtrain.io import atomic_write_text, recover_dir, reporting_no_space, staging_dir, swap_dir
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -82,8 +91,8 @@ class _Job:
     index: int
     utts: List[_Utt]
     conf: Dict
-    tmp_ark: str
-    final_ark: str
+    tmp_ark: str  # where the ark is written (inside the staging dir)
+    final_ark: str  # where it will be once the staging dir is swapped in (named by feats.scp)
     skip_bad: bool
 
 
@@ -99,7 +108,7 @@ def _run_job(job: _Job, report: Callable[[int], None]) -> Dict:
     stats: Dict[str, np.ndarray] = {}
     seconds, done = 0.0, 0
     cache: Tuple[Optional[str], object] = (None, None)  # (rec, (wave, rate) or AsrError)
-    with open(job.tmp_ark, "wb") as fh:
+    with reporting_no_space(job.tmp_ark), open(job.tmp_ark, "wb") as fh:
         for u in job.utts:
             try:
                 if u.start is None:
@@ -115,12 +124,7 @@ def _run_job(job: _Job, report: Callable[[int], None]) -> Dict:
                     whole, rate = cache[1]
                     lo, hi = segment_bounds(len(whole), rate, u.start, u.end, u.seg_where)
                     wave = whole[lo:hi]
-                wave = resample_to(wave, rate, conf.sample_rate, conf.resample, u.wav_where)
-                feats = fbank(wave, conf.sample_rate, conf, seed=u.utt)
-                if feats.shape[0] == 0:
-                    where = u.seg_where or u.wav_where
-                    raise where.error(f"utterance '{u.utt}' is shorter than one frame "
-                                      f"({len(wave)} samples)", fix="drop it (asrtrain features --skip-bad)")
+                feats = _utterance_features(u, wave, rate, conf)
             except AsrError as err:
                 if not job.skip_bad:
                     raise
@@ -130,7 +134,7 @@ def _run_job(job: _Job, report: Callable[[int], None]) -> Dict:
                 entries.append((u.utt, fh.tell(), feats.shape[0]))
                 write_array(fh, feats)
                 stats[u.spk] = cmvn.accumulate(feats, stats.get(u.spk))
-                seconds += len(wave) / conf.sample_rate
+                seconds += len(wave) / rate
             done += 1
             if done % 20 == 0:
                 report(20)
@@ -138,6 +142,27 @@ def _run_job(job: _Job, report: Callable[[int], None]) -> Dict:
         os.fsync(fh.fileno())
     report(done % 20)
     return {"entries": entries, "bad": bad, "stats": stats, "seconds": seconds}
+
+
+def _utterance_features(u: _Utt, wave: np.ndarray, rate: int, conf: FeatureConfig) -> np.ndarray:
+    """One utterance's samples -> fbank [T, D]; non-finite audio or features and too-short audio are
+    AsrErrors naming the utterance and its segments (or wav.scp) line."""
+    where = u.seg_where or u.wav_where
+    finite = np.isfinite(wave)
+    if not finite.all():
+        raise where.error(f"utterance '{u.utt}' has {int(finite.size - finite.sum())} NaN or Inf audio "
+                          f"sample(s) (first at sample {int(np.argmin(finite))})",
+                          fix="repair the audio, or drop the utterance (asrtrain features --skip-bad)")
+    wave = resample_to(wave, rate, conf.sample_rate, conf.resample, u.wav_where)
+    feats = fbank(wave, conf.sample_rate, conf, seed=u.utt)
+    if feats.shape[0] == 0:
+        raise where.error(f"utterance '{u.utt}' is shorter than one frame "
+                          f"({len(wave)} samples)", fix="drop it (asrtrain features --skip-bad)")
+    if not np.isfinite(feats).all():
+        raise where.error(f"features of utterance '{u.utt}' are not finite (NaN or Inf; audio out of "
+                          f"range?)",
+                          fix="check the audio, or drop the utterance (asrtrain features --skip-bad)")
+    return feats
 
 
 def _worker(job: _Job, q) -> None:
@@ -196,7 +221,9 @@ def _run_jobs(jobs: List[_Job], progress: _Progress) -> List[Dict]:
             except queue_mod.Empty:
                 for j, p in enumerate(procs):
                     if j not in results and not p.is_alive() and p.exitcode not in (0, None):
-                        raise RuntimeError(f"feature job {j + 1} died with exit code {p.exitcode}")
+                        raise AsrError(f"feature job {j + 1} died with exit code {p.exitcode}",
+                                       fix="a negative code is the signal that killed it (-9: out of memory? "
+                                           "lower --nj)")
                 continue
             if kind == "progress":
                 progress.update(payload)
@@ -204,8 +231,11 @@ def _run_jobs(jobs: List[_Job], progress: _Progress) -> List[Dict]:
                 results[j] = payload
             elif kind == "error":
                 raise AsrError(*payload)
-            else:
-                raise RuntimeError(f"feature job {j + 1} failed:\n{payload}")
+            else:  # a bug, not bad input: the traceback goes to the debug log, the user gets one line
+                log.debug("feature job %d crashed:\n%s", j + 1, payload)
+                last = payload.strip().splitlines()[-1] if payload.strip() else "no message"
+                raise AsrError(f"feature job {j + 1} crashed: {last}",
+                               fix="please report this bug with the output of asrtrain -vv features ...")
     finally:
         for p in procs:
             if p.is_alive() and len(results) < len(jobs):
@@ -224,7 +254,27 @@ def _fingerprint(data_dir: Path, conf: FeatureConfig, skip_bad: bool) -> str:
         if (data_dir / name).exists():
             h.update(name.encode() + (data_dir / name).read_bytes())
     h.update(json.dumps({"conf": to_dict(conf), "skip_bad": skip_bad}, sort_keys=True).encode())
+    h.update(_audio_stamp(data_dir / "wav.scp").encode())
     return h.hexdigest()
+
+
+def _audio_stamp(wav_scp: Path) -> str:
+    """Size and mtime of every plain audio file wav.scp names (one stat each), so audio replaced in place
+    is recomputed; pipes are stamped by their command only."""
+    parts = []
+    try:
+        lines = wav_scp.read_bytes().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        fields = line.split(maxsplit=1)
+        if len(fields) == 2 and not fields[1].rstrip().endswith("|"):
+            try:
+                st = os.stat(fields[1].strip())
+                parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+            except OSError:
+                parts.append("-")
+    return ",".join(parts)
 
 
 def _select(data_dir: Path, skip_bad: bool) -> Tuple[dd.DataDir, Dict[str, str]]:
@@ -243,7 +293,7 @@ def _select(data_dir: Path, skip_bad: bool) -> Tuple[dd.DataDir, Dict[str, str]]
     return data, bad
 
 
-def _jobs(data: dd.DataDir, utts: List[str], out: Path, nj: int, conf: FeatureConfig,
+def _jobs(data: dd.DataDir, utts: List[str], work: Path, out: Path, nj: int, conf: FeatureConfig,
           skip_bad: bool) -> List[_Job]:
     items = []
     for utt in utts:
@@ -254,9 +304,30 @@ def _jobs(data: dd.DataDir, utts: List[str], out: Path, nj: int, conf: FeatureCo
                           Where(wav_path, wav_line), seg))
     nj = max(1, min(nj, len(items)))
     bounds = [round(len(items) * j / nj) for j in range(nj + 1)]
-    arks = out / "arks"
-    return [_Job(j, items[bounds[j]:bounds[j + 1]], to_dict(conf), str(arks / f".feats.{j + 1}.ark.tmp"),
-                 str(arks / f"feats.{j + 1}.ark"), skip_bad) for j in range(nj)]
+    (work / "arks").mkdir()
+    return [_Job(j, items[bounds[j]:bounds[j + 1]], to_dict(conf), str(work / "arks" / f"feats.{j + 1}.ark"),
+                 str(out.resolve() / "arks" / f"feats.{j + 1}.ark"), skip_bad) for j in range(nj)]
+
+
+#: What a features dir holds (plus utt2*/spk2*/reco2* tables and split dirs); anything else in an
+#: existing OUT_DIR means it is not ours to replace.
+OUR_FILES = {"arks", "feats.scp", "utt2num_frames", "feat_dim", "cmvn_global.ark", "cmvn.ark", "cmvn.scp",
+             "text", "utt2spk", "spk2utt", "wav.scp", "segments", "reco2file_and_channel", "features.yaml",
+             "bad_utts.txt", ".done", ".backup", "fix_report.txt"}
+
+
+def _check_replaceable(out: Path) -> None:
+    """Refuse to replace an existing OUT_DIR holding files a features run never writes."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise AsrError("OUT_DIR exists and is not a directory", out, fix="give a new output directory")
+    for entry in sorted(out.iterdir()):
+        name = entry.name
+        if name in OUR_FILES or name.startswith(("utt2", "spk2", "reco2", "split")) or name.endswith(".done"):
+            continue  # (*.done: a recipe's stage marker, e.g. recipes/synth's .stage.done)
+        raise AsrError(f"OUT_DIR holds '{name}', which asrtrain features does not write; the output dir is "
+                       f"replaced as a whole", out, fix="give a new output directory, or remove it first")
 
 
 def compute_features(data_dir: PathLike, out_dir: PathLike, conf: FeatureConfig, nj: int = 1,
@@ -265,7 +336,8 @@ def compute_features(data_dir: PathLike, out_dir: PathLike, conf: FeatureConfig,
 
     Idempotent: a ``.done`` marker matching the config and inputs makes this a no-op. Without
     ``skip_bad`` the first bad utterance raises AsrError; with it, bad utterances are dropped and listed
-    in ``out_dir/bad_utts.txt``. Utterance counts in and out are logged.
+    in ``out_dir/bad_utts.txt``. Utterance counts in and out are logged. The output dir is built beside
+    ``out_dir`` and swapped in only when complete: on any failure ``out_dir`` is left as it was.
     """
     data_dir, out = Path(data_dir), Path(out_dir)
     conf.validate()
@@ -273,84 +345,86 @@ def compute_features(data_dir: PathLike, out_dir: PathLike, conf: FeatureConfig,
         raise AsrError("data dir not found", data_dir, fix="check the path")
     if out.resolve() == data_dir.resolve():
         raise AsrError("OUT_DIR must differ from DATA_DIR", out, fix="give a new output directory")
+    out = out.resolve()  # a symlinked OUT_DIR: replace what it points to, and name that in feats.scp
+    recover_dir(out)
     stamp = _fingerprint(data_dir, conf, skip_bad)
     marker = out / ".done"
     if marker.exists():
-        info = json.loads(marker.read_text())
+        try:
+            info = json.loads(marker.read_text())
+        except ValueError:
+            info = {}
         if info.get("fingerprint") == stamp:
             log.info("features: %s is complete for this config and input (.done); skipping", out)
             return FeatureSummary(**info["summary"], skipped=True)
         log.info("features: %s was made from another config or input; recomputing", out)
-        marker.unlink()
+    _check_replaceable(out)
     t0 = time.monotonic()
     data, bad = _select(data_dir, skip_bad)
     utts = [u for u in data.utts if u not in bad]
     n_in = len(set(data.utt2spk) | set(bad))
-    (out / "arks").mkdir(parents=True, exist_ok=True)
-    for stale in (out / "arks").glob(".feats.*.tmp"):
-        stale.unlink()
-    jobs = _jobs(data, utts, out, nj, conf, skip_bad)
-    log.info("features %s -> %s: %d utterances in %d job(s)", data_dir, out, len(utts), len(jobs))
-    progress = _Progress(len(utts), "fbank")
+    work = staging_dir(out)
     try:
-        results = _run_jobs(jobs, progress) if utts else []
+        jobs = _jobs(data, utts, work, out, nj, conf, skip_bad)
+        log.info("features %s -> %s: %d utterances in %d job(s)", data_dir, out, len(utts), len(jobs))
+        progress = _Progress(len(utts), "fbank")
+        try:
+            results = _run_jobs(jobs, progress) if utts else []
+        finally:
+            progress.close()
+        summary = _finish(data, work, out, conf, jobs, results, bad, n_in, skip_bad, stamp, t0)
+        with reporting_no_space(out):
+            swap_dir(work, out)
     except BaseException:
-        for job in jobs:
-            Path(job.tmp_ark).unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
         raise
-    finally:
-        progress.close()
-    for job in jobs:
-        os.replace(job.tmp_ark, job.final_ark)
-    finals = {Path(j.final_ark).name for j in jobs}
-    for old in (out / "arks").glob("feats.*.ark"):
-        if old.name not in finals:
-            old.unlink()  # from an earlier run with more jobs
-    return _finish(data, out, conf, jobs, results, bad, n_in, skip_bad, stamp, t0)
+    log.info("features %s: %d utterances in, %d out, %d bad%s; %d frames of dim %d; %.1f s of audio at "
+             "%.0fx real time", out, n_in, summary.utts_out, len(summary.bad),
+             f" (listed in {out / 'bad_utts.txt'})" if summary.bad else "", summary.frames, summary.dim,
+             summary.audio_seconds, summary.x_realtime)
+    return summary
 
 
-def _finish(data: dd.DataDir, out: Path, conf: FeatureConfig, jobs: List[_Job], results: List[Dict],
-            bad: Dict[str, str], n_in: int, skip_bad: bool, stamp: str, t0: float) -> FeatureSummary:
+def _finish(data: dd.DataDir, work: Path, out: Path, conf: FeatureConfig, jobs: List[_Job],
+            results: List[Dict], bad: Dict[str, str], n_in: int, skip_bad: bool, stamp: str,
+            t0: float) -> FeatureSummary:
+    """Write the tables, CMVN stats, config and ``.done`` of the new output into ``work``."""
     from asrtrain.features.fbank import feature_dim
     feats_scp, num_frames, stats = {}, {}, {}
     seconds = 0.0
     for job, res in zip(jobs, results):
-        ark = Path(job.final_ark).resolve()
         for utt, offset, frames in res["entries"]:
-            feats_scp[utt], num_frames[utt] = f"{ark}:{offset}", frames
+            feats_scp[utt], num_frames[utt] = f"{job.final_ark}:{offset}", frames
         for utt, why in res["bad"]:
             bad[utt] = why
         for spk, st in res["stats"].items():
             stats[spk] = st if spk not in stats else stats[spk] + st
         seconds += res["seconds"]
+    report = "".join(f"{u} {bad[u]}\n" for u in sorted(bad))
     if not feats_scp:
-        raise AsrError(f"no utterances left out of {n_in}", data.path,
-                       fix="see the reasons in bad_utts.txt" if bad else "the data dir is empty")
+        if bad:  # OUT_DIR stays as it was; the reasons go beside it
+            aside = out.parent / f"{out.name}.bad_utts.txt"
+            atomic_write_text(aside, report)
+            raise AsrError(f"no utterances left out of {n_in}: all {len(bad)} are bad", data.path,
+                           fix=f"see the reasons in {aside}")
+        raise AsrError(f"no utterances left out of {n_in}", data.path, fix="the data dir is empty")
     kept = data.subset(feats_scp)
     kept.feats_scp, kept.utt2num_frames = feats_scp, num_frames
     kept.cmvn_scp = None
     dim = feature_dim(conf)
-    for name in ("cmvn.scp", "cmvn.ark", "cmvn_global.ark"):
-        (out / name).unlink(missing_ok=True)
     if conf.cmvn == "global":
-        cmvn.write_global(out / "cmvn_global.ark", np.sum(list(stats.values()), axis=0))
+        cmvn.write_global(work / "cmvn_global.ark", np.sum(list(stats.values()), axis=0))
     elif conf.cmvn == "speaker":
-        cmvn.write_speaker(out, stats)
-        kept.cmvn_scp = read_table(out / "cmvn.scp")
-    dd.write_datadir(kept, out)
-    atomic_write_text(out / "feat_dim", f"{dim}\n")
-    atomic_write_text(out / "features.yaml", yaml.safe_dump(to_dict(conf), sort_keys=False))
+        cmvn.write_speaker(work, stats, scp_dir=out.resolve())
+        kept.cmvn_scp = read_table(work / "cmvn.scp")
+    dd.write_datadir(kept, work)
+    atomic_write_text(work / "feat_dim", f"{dim}\n")
+    atomic_write_text(work / "features.yaml", yaml.safe_dump(to_dict(conf), sort_keys=False))
     if skip_bad:
-        atomic_write_text(out / "bad_utts.txt", "".join(f"{u} {bad[u]}\n" for u in sorted(bad)))
-    else:
-        (out / "bad_utts.txt").unlink(missing_ok=True)
+        atomic_write_text(work / "bad_utts.txt", report)
     summary = FeatureSummary(n_in, len(feats_scp), sorted(bad.items()), sum(num_frames.values()), dim,
                              seconds, time.monotonic() - t0)
     info = {"fingerprint": stamp, "summary": {k: v for k, v in dataclasses.asdict(summary).items()
                                               if k != "skipped"}}
-    atomic_write_text(out / ".done", json.dumps(info) + "\n")
-    log.info("features %s: %d utterances in, %d out, %d bad%s; %d frames of dim %d; %.1f s of audio at "
-             "%.0fx real time", out, n_in, len(feats_scp), len(bad),
-             f" (listed in {out / 'bad_utts.txt'})" if bad else "", summary.frames, dim, seconds,
-             summary.x_realtime)
+    atomic_write_text(work / ".done", json.dumps(info) + "\n")
     return summary

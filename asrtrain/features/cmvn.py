@@ -28,6 +28,9 @@ def accumulate(feats: np.ndarray, stats: np.ndarray = None) -> np.ndarray:
         stats = np.zeros((2, dim + 1), dtype=np.float64)
     elif stats.shape != (2, dim + 1):
         raise AsrError(f"CMVN stats of shape {stats.shape} do not fit features of dim {dim}")
+    if not np.isfinite(feats).all():
+        raise AsrError("features holding NaN or Inf cannot enter CMVN stats",
+                       fix="drop the utterance (asrtrain features --skip-bad)")
     stats[0, :dim] += feats.sum(axis=0)
     stats[1, :dim] += np.square(feats).sum(axis=0)
     stats[0, dim] += feats.shape[0]
@@ -39,18 +42,29 @@ def transform(stats: np.ndarray, norm_vars: bool) -> Tuple[np.ndarray, np.ndarra
     stats = np.asarray(stats, dtype=np.float64)
     dim = stats.shape[1] - 1
     count = stats[0, dim]
+    if not np.isfinite(stats).all():
+        raise AsrError("CMVN stats hold NaN or Inf", fix="recompute the features with asrtrain features")
     if count < 1.0:
         raise AsrError(f"insufficient CMVN stats: frame count {count}",
                        fix="recompute features; an empty speaker or set has no statistics")
     mean = stats[0, :dim] / count
     if not norm_vars:
+        if not np.isfinite(mean).all():
+            raise AsrError("CMVN stats give a non-finite mean (corrupt stats?)",
+                           fix="recompute the features with asrtrain features")
         return np.ones(dim), -mean
-    var = stats[1, :dim] / count - mean * mean
+    with np.errstate(over="ignore", invalid="ignore"):
+        var = stats[1, :dim] / count - mean * mean
     if np.any(var < VAR_FLOOR):
         log.warning("CMVN: flooring %d variances to %g", int(np.sum(var < VAR_FLOOR)), VAR_FLOOR)
         var = np.maximum(var, VAR_FLOOR)
-    scale = 1.0 / np.sqrt(var)
-    return scale, -mean * scale
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        scale = 1.0 / np.sqrt(var)
+        offset = -mean * scale
+    if not (np.isfinite(scale).all() and np.isfinite(offset).all()):
+        raise AsrError("CMVN stats give a non-finite normalisation (corrupt stats?)",
+                       fix="recompute the features with asrtrain features")
+    return scale, offset
 
 
 def apply(feats: np.ndarray, stats: np.ndarray, norm_vars: bool) -> np.ndarray:
@@ -72,23 +86,29 @@ def read_stats(spec: str) -> np.ndarray:
     import kaldiio
     try:
         stats = np.asarray(kaldiio.load_mat(str(spec)), dtype=np.float64)
-    except (OSError, ValueError) as err:
-        raise AsrError(f"cannot read CMVN stats from {spec}: {err}", fix="recompute the features") from None
+    except Exception as err:  # kaldiio: AssertionError, struct.error, ... on a cut or corrupt file
+        why = " ".join(str(err).split()) or type(err).__name__
+        raise AsrError(f"cannot read CMVN stats from {spec} (truncated or corrupt? {why})",
+                       fix="recompute the features") from None
     if stats.ndim != 2 or stats.shape[0] != 2:
         raise AsrError(f"{spec} does not hold CMVN stats (shape {stats.shape}, want [2, D+1])")
+    if not np.isfinite(stats).all():
+        raise AsrError(f"CMVN stats in {spec} hold NaN or Inf", fix="recompute the features")
     return stats
 
 
-def write_speaker(out_dir: PathLike, stats: Dict[str, np.ndarray]) -> None:
-    """Write per-speaker stats as ``cmvn.ark`` + ``cmvn.scp`` (keys sorted; scp holds absolute paths)."""
+def write_speaker(out_dir: PathLike, stats: Dict[str, np.ndarray], scp_dir: PathLike = None) -> None:
+    """Write per-speaker stats as ``cmvn.ark`` + ``cmvn.scp`` (keys sorted; scp holds absolute paths,
+    into ``scp_dir`` if given: where ``out_dir`` will be once moved into place)."""
     from kaldiio.matio import write_array
     out_dir = Path(out_dir).resolve()
     ark = out_dir / "cmvn.ark"
+    named = Path(scp_dir or out_dir).resolve() / "cmvn.ark"
     lines = []
     with atomic_open(ark, "wb") as fh:
         for spk in sorted(stats):
             fh.write(f"{spk} ".encode("utf-8"))
-            lines.append(f"{spk} {ark}:{fh.tell()}\n")
+            lines.append(f"{spk} {named}:{fh.tell()}\n")
             write_array(fh, np.asarray(stats[spk], dtype=np.float64))
     with atomic_open(out_dir / "cmvn.scp") as fh:
         fh.writelines(lines)

@@ -42,9 +42,9 @@ class FeatureReader:
         self._scp: Dict[str, str] = read_table(self.feat_dir / "feats.scp")
         frames_path = self.feat_dir / "utt2num_frames"
         self._frames: Optional[Dict[str, int]] = (
-            {k: int(v) for k, v in read_table(frames_path).items()} if frames_path.exists() else None)
+            _int_table(frames_path) if frames_path.exists() else None)
         dim_path = self.feat_dir / "feat_dim"
-        self.dim = int(dim_path.read_text().split()[0]) if dim_path.exists() else None
+        self.dim = _read_dim(dim_path) if dim_path.exists() else None
         self._utt2spk: Dict[str, str] = {}
         self._spk_scp: Dict[str, str] = {}
         self._global: Optional[Tuple[np.ndarray, np.ndarray]] = None
@@ -101,11 +101,19 @@ class FeatureReader:
         except KeyError:
             raise AsrError(f"utterance '{utt}' is not in feats.scp", self.feat_dir / "feats.scp") from None
         try:
-            mat = kaldiio.load_mat(spec, fd_dict=self._fds)
-        except (OSError, ValueError) as err:
-            raise AsrError(f"cannot read features of '{utt}' from {spec}: {err}", self.feat_dir / "feats.scp",
-                           fix="recompute the features with asrtrain features") from None
-        return np.asarray(mat, dtype=np.float32)
+            mat = np.asarray(kaldiio.load_mat(spec, fd_dict=self._fds), dtype=np.float32)
+        except Exception as err:  # kaldiio: AssertionError, struct.error, EOFError, ... on a cut ark
+            why = " ".join(str(err).split()) or type(err).__name__
+            raise AsrError(f"cannot read features of '{utt}' from {spec} (truncated or corrupt ark? {why})",
+                           self.feat_dir / "feats.scp", fix="recompute the features with asrtrain features"
+                           ) from None
+        if mat.ndim != 2 or (self.dim is not None and mat.shape[1] != self.dim):
+            raise AsrError(f"features of '{utt}' have shape {mat.shape}, want [frames, {self.dim}]",
+                           self.feat_dir / "feats.scp", fix="recompute the features with asrtrain features")
+        if not np.isfinite(mat).all():
+            raise AsrError(f"features of '{utt}' hold NaN or Inf ({spec})", self.feat_dir / "feats.scp",
+                           fix="recompute the features with asrtrain features (it drops such utterances)")
+        return mat
 
     def _transform(self, utt: str) -> Optional[Tuple[np.ndarray, np.ndarray]]:
         if self._global is not None or self.config.cmvn == "none":
@@ -126,9 +134,44 @@ class FeatureReader:
         if tr is None:
             return feats
         scale, offset = tr
-        return (feats * scale.astype(np.float32) + offset.astype(np.float32)).astype(np.float32, copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = feats * scale.astype(np.float32) + offset.astype(np.float32)
+            out = out.astype(np.float32, copy=False)
+        if not np.isfinite(out).all():
+            raise AsrError(f"CMVN makes the features of '{utt}' overflow (corrupt CMVN stats?)",
+                           self.feat_dir / ("cmvn_global.ark" if self._global is not None else "cmvn.scp"),
+                           fix="recompute the features with asrtrain features")
+        return out
 
     def close(self) -> None:
         for fd in self._fds.values():
             fd.close()
         self._fds = {}
+
+
+def _read_dim(path: Path) -> int:
+    """The number in ``feat_dim``; anything else is an AsrError naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8").split()
+        dim = int(text[0])
+    except (ValueError, IndexError, UnicodeDecodeError):
+        raise AsrError("feat_dim does not hold a feature dimension (a positive integer)", path, 1,
+                       fix="recompute the features with asrtrain features") from None
+    if dim < 1:
+        raise AsrError(f"feat_dim holds {dim}, not a positive dimension", path, 1,
+                       fix="recompute the features with asrtrain features")
+    return dim
+
+
+def _int_table(path: Path) -> Dict[str, int]:
+    """``utt2num_frames``: utterance -> frames, each a non-negative integer."""
+    from asrtrain.data.table import iter_lines
+
+    out: Dict[str, int] = {}
+    for no, line in iter_lines(path):
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isascii() or not parts[1].isdigit():
+            raise AsrError("expected '<utt-id> <num-frames>'", path, no,
+                           fix="recompute the features with asrtrain features")
+        out[parts[0]] = int(parts[1])
+    return out

@@ -108,52 +108,111 @@ class NgramLM:
 
 
 def read_arpa(path: Path) -> NgramLM:
-    """Parse an ARPA file; malformed input is a one-line error naming the line."""
+    """Parse an ARPA file strictly; anything malformed is a one-line error naming the line.
+
+    Strict means: a ``\\data\\`` header with ``ngram k=N`` for k = 1..K, then every section ``\\k-grams:``
+    in order holding exactly N entries of a log10 probability (a number, or -inf), k words and, below the
+    top order, an optional finite backoff weight; then ``\\end\\``. A file cut anywhere (a missing
+    section, fewer entries than declared, no ``\\end\\``) is refused, never read as a lower-order LM.
+    """
     path = Path(path)
     if not path.is_file():
         raise AsrError("language model not found", path, fix="train one with asrtrain lm train")
+    try:
+        raw_lines = path.read_bytes().split(b"\n")
+    except OSError as err:
+        raise AsrError(f"cannot read language model: {err.strerror}", path) from None
     declared: Dict[int, int] = {}
     probs: List[Dict[Ngram, float]] = []
     bows: List[Dict[Ngram, float]] = []
-    section = None
-    with open(path, encoding="utf-8", errors="strict") as f:
+    section = None  # None: before \data\; 0: in \data\; k: in \k-grams:
+    ended = False
+    lineno = 0
+
+    def bad(message: str) -> AsrError:
+        return AsrError(f"malformed ARPA file: {message}", path, lineno,
+                        fix="regenerate it with asrtrain lm train, SRILM or KenLM")
+
+    for lineno, raw in enumerate(raw_lines, 1):
         try:
-            for lineno, raw in enumerate(f, 1):
-                line = raw.strip()
-                if not line:
-                    continue
-                if line == "\\data\\":
-                    section = 0
-                elif line == "\\end\\":
-                    break
-                elif line.startswith("ngram ") and section == 0:
-                    k, _, n = line[6:].partition("=")
-                    declared[int(k)] = int(n)
-                elif line.startswith("\\") and line.endswith("-grams:"):
-                    section = int(line[1:-7])
-                    if section != len(probs) + 1:
-                        raise ValueError(f"section \\{section}-grams: out of order")
-                    probs.append({})
-                    bows.append({})
-                elif section:
-                    parts = line.split()
-                    if len(parts) not in (section + 1, section + 2):
-                        raise ValueError(f"expected log10-prob, {section} word(s) and an optional backoff")
-                    ng = tuple(parts[1:section + 1])
-                    probs[-1][ng] = float(parts[0])
-                    if len(parts) == section + 2:
-                        bows[-1][ng] = float(parts[-1])
-                elif section is None:
-                    continue  # text before \data\ is allowed (comments)
-                else:
-                    raise ValueError("unexpected line in the header")
-        except (ValueError, UnicodeDecodeError) as err:
-            raise AsrError(f"malformed ARPA file ({err})", path, lineno,
-                           fix="regenerate it with asrtrain lm train, SRILM or KenLM") from None
-    if not probs or any(len(probs[k - 1]) != n for k, n in declared.items() if k <= len(probs)):
-        raise AsrError("ARPA file's n-gram counts do not match its \\data\\ header (truncated?)", path,
-                       fix="regenerate it with asrtrain lm train")
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as err:
+            raise bad(f"not valid UTF-8 (byte {err.start + 1} of the line)") from None
+        if not line:
+            continue
+        if line == "\\data\\":
+            if section is not None:
+                raise bad("a second \\data\\ header")
+            section = 0
+        elif line == "\\end\\":
+            ended = True
+            break
+        elif section is None:
+            continue  # text before \data\ is allowed (comments)
+        elif section == 0 and line.startswith("ngram "):
+            k, eq, n = line[6:].partition("=")
+            try:
+                k, n = int(k), int(n)
+            except ValueError:
+                raise bad(f"expected 'ngram K=N', got {line!r}") from None
+            if not eq or k != len(declared) + 1 or n < 0:
+                raise bad(f"expected 'ngram {len(declared) + 1}=N' with N >= 0, got {line!r}")
+            declared[k] = n
+        elif line.startswith("\\") and line.endswith("-grams:"):
+            try:
+                k = int(line[1:-7])
+            except ValueError:
+                raise bad(f"bad section header {line!r}") from None
+            if k != len(probs) + 1 or k not in declared:
+                raise bad(f"section {line} out of order or not declared in \\data\\ "
+                          f"(want \\{len(probs) + 1}-grams:)")
+            _check_section_count(probs, declared, lineno, bad)
+            section = k
+            probs.append({})
+            bows.append({})
+        elif section == 0:
+            raise bad(f"unexpected line in the \\data\\ header: {line[:40]!r}")
+        else:
+            _arpa_entry(line, section, len(declared), probs[-1], bows[-1], bad)
+    if section is None:
+        raise AsrError("not an ARPA file: no \\data\\ header", path,
+                       fix="give an ARPA n-gram LM (asrtrain lm train, SRILM or KenLM)")
+    _check_section_count(probs, declared, lineno, bad)
+    if not ended:
+        raise bad("no \\end\\ line: the file is cut short (truncated?)")
+    if len(probs) != len(declared) or not declared:
+        raise bad(f"\\data\\ declares {len(declared)} order(s) but {len(probs)} section(s) follow "
+                  f"(truncated?)")
     return NgramLM(len(probs), probs, bows)
+
+
+def _check_section_count(probs, declared, lineno, bad) -> None:
+    """The section just read must hold as many entries as \\data\\ declared for it."""
+    if probs and len(probs[-1]) != declared[len(probs)]:
+        raise bad(f"\\{len(probs)}-grams: holds {len(probs[-1])} entries but \\data\\ declares "
+                  f"{declared[len(probs)]} (truncated?)")
+
+
+def _arpa_entry(line: str, k: int, order: int, probs: Dict[Ngram, float], bows: Dict[Ngram, float],
+                bad) -> None:
+    parts = line.split()
+    allowed = (k + 1, k + 2) if k < order else (k + 1,)
+    if len(parts) not in allowed:
+        raise bad(f"expected a log10 probability, {k} word(s)"
+                  + (" and an optional backoff weight" if k < order else "") + f", got {len(parts)} fields")
+    ng = tuple(parts[1:k + 1])
+    try:
+        prob = float(parts[0])
+        bow = float(parts[-1]) if len(parts) == k + 2 else None
+    except ValueError:
+        raise bad(f"not a number in {line[:60]!r}") from None
+    if math.isnan(prob) or prob == math.inf or (bow is not None and not math.isfinite(bow)):
+        raise bad(f"probability or backoff is not a finite number (or -inf) in {line[:60]!r}")
+    if ng in probs:
+        raise bad(f"duplicate {k}-gram {' '.join(ng)!r}")
+    probs[ng] = prob
+    if bow is not None:
+        bows[ng] = bow
 
 
 def read_sentences(text_path: Path) -> Iterable[List[str]]:

@@ -8,6 +8,8 @@ segment's time spread evenly over its words, as ESPnet does.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
@@ -77,6 +79,9 @@ def read_ctm(path: Union[str, Path]) -> List[CtmItem]:
         except ValueError:
             raise AsrError(f"begin/duration '{f[2]}' '{f[3]}' are not numbers", path, no,
                            fix="fields 3 and 4 are begin time and duration in seconds") from None
+        if not (math.isfinite(begin) and math.isfinite(dur)) or begin < 0 or dur < 0:
+            raise AsrError(f"begin/duration '{f[2]}' '{f[3]}' must be finite and not negative", path, no,
+                           fix="fields 3 and 4 are begin time and duration in seconds")
         if alt is not None:
             if word != "@":
                 alt.alts[-1].append((word, begin, dur))
@@ -98,8 +103,7 @@ def text_to_ctm(text_path: Union[str, Path], segments_path: Union[str, Path],
         if utt not in segs:
             raise AsrError(f"utterance '{utt}' has no entry in {segments_path}", text_path,
                            fix="give the segments file of the decoded data dir")
-        f = segs[utt].split()
-        reco, begin, end = f[0], float(f[1]), float(f[2])
+        reco, begin, end = _segment(segs[utt], utt, segments_path)
         if reco not in r2fc:
             raise AsrError(f"recording '{reco}' has no entry in {r2fc_path}", segments_path,
                            fix="give the reco2file_and_channel of the decoded data dir")
@@ -112,6 +116,21 @@ def text_to_ctm(text_path: Union[str, Path], segments_path: Union[str, Path],
         for i, w in enumerate(ws):
             items.append(CtmItem(rf[0], rf[1], begin + i * dur, dur, w))
     return items
+
+
+def _segment(value: str, utt: str, path) -> Tuple[str, float, float]:
+    """A Kaldi segments value ``<rec-id> <start> <end>`` -> (rec, start, end), checked."""
+    from asrtrain.data.datadir import parse_segment
+
+    try:
+        seg = parse_segment(value)
+        if seg.end < 0:
+            raise ValueError("end -1 (to the recording's end) gives no time to place the words at")
+    except ValueError as err:
+        line = next((no for no, text in iter_lines(path) if text.split()[0] == utt), None)
+        raise AsrError(f"malformed segment of '{utt}': {err}", path, line,
+                       fix="give the segments file of the decoded data dir") from None
+    return seg.rec, seg.start, seg.end
 
 
 def _split_timed(words: List[str], begin: float, dur: float) -> List[Timed]:

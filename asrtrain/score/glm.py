@@ -69,6 +69,11 @@ def parse_glm(path: Union[str, Path]) -> Glm:
         m = re.match(r';;\s+INPUT_DEPENDENT_APPLICATION\s*=\s*"([^"]*)"', line)
         if m:
             cond = m.group(1).lower()
+            try:
+                re.compile(cond)
+            except (re.error, RecursionError, OverflowError) as err:
+                raise AsrError(f"INPUT_DEPENDENT_APPLICATION is not a valid regular expression ({err})",
+                               path, no, fix="correct the regular expression between the quotes") from None
             continue
         if line.startswith(";;") or not line:
             continue

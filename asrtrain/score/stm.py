@@ -8,6 +8,8 @@ An STM line is ``<file> <chan> <speaker> <begin> <end> [<labels>] <transcript>``
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +100,9 @@ def parse_stm_line(line: str, path: str = "", no: int = 0) -> Segment:
     except ValueError:
         raise AsrError(f"begin/end times '{b}' '{e}' are not numbers", path or None, no,
                        fix="fields 4 and 5 of an STM line are times in seconds") from None
+    if not (math.isfinite(begin) and math.isfinite(end)) or begin < 0:
+        raise AsrError(f"begin/end times '{b}' '{e}' must be finite and not negative", path or None, no,
+                       fix="fields 4 and 5 of an STM line are times in seconds")
     if end < begin:
         raise AsrError(f"segment ends ({end}) before it begins ({begin})", path or None, no,
                        fix="swap or correct the times")

@@ -79,8 +79,13 @@ class Tokenizer:
         if not self.path.is_file():
             raise AsrError("tokenizer model not found", self.path,
                            fix="train one with: asrtrain tokenizer train --text data/train/text --out DIR")
-        self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
-        if self.sp.id_to_piece(BLANK) != "<blank>":
+        try:
+            self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+        except (RuntimeError, OSError, ValueError) as err:
+            raise AsrError(f"not a sentencepiece model (corrupt or truncated: {' '.join(str(err).split())})",
+                           self.path, fix="retrain it with asrtrain tokenizer train, or copy it again"
+                           ) from None
+        if self.sp.get_piece_size() <= BLANK or self.sp.id_to_piece(BLANK) != "<blank>":
             raise AsrError("not an asrtrain tokenizer (id 0 must be <blank>)", self.path,
                            fix="retrain it with asrtrain tokenizer train")
 
@@ -95,7 +100,13 @@ class Tokenizer:
         return self.sp.encode(text, out_type=str)
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.sp.decode([int(i) for i in ids if int(i) != BLANK])
+        """Ids -> text; the blank is dropped. An id outside [0, vocab_size) is an AsrError."""
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise AsrError(f"token id {bad[0]} is outside this tokenizer's range 0..{self.vocab_size - 1}",
+                           self.path, fix="decode ids made with this tokenizer.model")
+        return self.sp.decode([i for i in ids if i != BLANK])
 
     def decode_pieces(self, pieces: Iterable[str]) -> str:
         return self.sp.decode_pieces(list(pieces))

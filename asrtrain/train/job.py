@@ -9,10 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Optional
 
-import yaml
-
-from asrtrain.config import Config, load_config, save_config, to_dict
+from asrtrain.config import Config, load_config, read_yaml_mapping, save_config, to_dict
+from asrtrain.configcheck import check_train_settings
 from asrtrain.errors import AsrError
+from asrtrain.io import atomic_copy
 from asrtrain.train.loop import TrainJob
 
 log = logging.getLogger("asrtrain.train")
@@ -68,6 +68,7 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
         raise AsrError("--resume and --restart contradict each other", fix="give one of them")
     cfg = resolve_config(load_config(config, overrides, extra=extra_configs), Path(train_dir), tokenizer,
                          alignments)
+    check_train_settings(config, overrides, extra_configs, cfg, Path(train_dir))
     stored = exp_dir / "config.yaml"
     ckpts = exp_dir / "checkpoints"
     if restart and ckpts.is_dir():
@@ -76,14 +77,7 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
             (exp_dir / name).unlink(missing_ok=True)
         log.info("--restart: removed the earlier run's checkpoints in %s", exp_dir)
     if resume and stored.is_file():
-        try:
-            old = yaml.safe_load(stored.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as err:
-            raise AsrError(f"cannot read the stored config ({type(err).__name__})", stored,
-                           fix="restore it from a backup, or train again with --restart") from None
-        if not isinstance(old, dict):
-            raise AsrError("the stored config is not a YAML mapping", stored,
-                           fix="restore it from a backup, or train again with --restart")
+        old = read_yaml_mapping(stored)
         diff = config_diff(old, to_dict(cfg))
         if diff:
             raise AsrError(f"--resume with a different config ({', '.join(diff)})", stored,
@@ -94,7 +88,7 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
     exp_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, stored)
     if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
-        shutil.copyfile(tokenizer, exp_dir / "tokenizer.model")
+        atomic_copy(tokenizer, exp_dir / "tokenizer.model")
     if cfg.model.loss == "ce":
         from asrtrain.train.hybrid import write_priors
         write_priors(alignments, cfg.model.num_targets, exp_dir / "priors.txt")

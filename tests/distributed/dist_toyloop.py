@@ -8,7 +8,6 @@ Each learner writes ``<out>/rank<r>.pt`` with what the test needs to check.
 from __future__ import annotations
 
 import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path

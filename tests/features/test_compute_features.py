@@ -155,10 +155,10 @@ def test_data_level_problems_with_skip_bad(data, tmp_path):
 
 def test_sample_rate_mismatch_and_resampling(tmp_path):
     data = make_data_dir(tmp_path, n_utts=2, rate=8000, speakers=1)
-    err = one_error(run("features", data, tmp_path / "a", "--set", "resample=false"))
+    err = one_error(run("features", data, tmp_path / "a"))  # resample: false (default), as Kaldi
     assert f"{data}/wav.scp:1: sample rate 8000 Hz does not match features.sample_rate 16000 Hz" in err
-    assert "features.sample_rate=8000" in err
-    r = run("features", data, tmp_path / "b")  # resample: true (default)
+    assert "features.sample_rate=8000" in err and not (tmp_path / "a").exists()
+    r = run("features", data, tmp_path / "b", "--set", "resample=true")  # asked for: upsampled
     assert r.exit_code == 0, r.output
     r8 = run("features", data, tmp_path / "c", "--set", "sample_rate=8000", "--set", "num_mel_bins=40")
     assert r8.exit_code == 0, r8.output

@@ -18,7 +18,7 @@ from asrtrain.errors import AsrError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cli_helpers import one_error  # noqa: E402
-from test_loop import SMALL, data, params, train  # noqa: E402,F401 - the module fixture is shared
+from test_loop import data, params, train  # noqa: E402,F401 - the module fixture is shared
 
 
 # -- devices ----------------------------------------------------------------------------------------
