@@ -67,6 +67,42 @@ def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0
     return out
 
 
+def opacus_step_seconds(reps: int = 2, utts: int = 12, frames: int = 300, seed: int = 0) -> float:
+    """Seconds of one step with per-example gradients from opacus: the same BLSTM with ``nn.LSTM``
+    swapped for ``opacus.layers.DPLSTM`` (same weights and names) inside a ``GradSampleModule``."""
+    import torch.nn.functional as F
+    from opacus import GradSampleModule
+    from opacus.layers import DPLSTM
+
+    from asrtrain.config import ModelConfig
+    from asrtrain.model.blstm import build_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    model = build_model(ModelConfig(input_dim=80, num_targets=150, stack=6, subsample=6, num_layers=2,
+                                    hidden=320, dropout=0.05))
+    for i, layer in enumerate(model.layers):
+        dp_layer = DPLSTM(layer.input_size, layer.hidden_size, batch_first=True, bidirectional=True)
+        dp_layer.load_state_dict(layer.state_dict())
+        model.layers[i] = dp_layer
+    gsm = GradSampleModule(model)
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(frames // 2, frames + 1, (utts,), generator=g)
+    tlens = (lens // 15).clamp(min=1)
+    x = torch.randn(utts, int(lens.max()), 80, generator=g)
+    targets = torch.randint(1, 150, (utts, int(tlens.max())), generator=g)
+    times = []
+    for _ in range(reps + 1):
+        t0 = time.perf_counter()
+        gsm.zero_grad()
+        log_probs, out_lens = gsm(x, lens)
+        F.ctc_loss(log_probs.transpose(0, 1), targets, out_lens, tlens, reduction="sum",
+                   zero_infinity=True).backward()
+        times.append(time.perf_counter() - t0)
+    torch.set_num_threads(threads)
+    return statistics.median(times[1:])
+
+
 def spread(values: Sequence[float]) -> str:
     return f"{statistics.mean(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
@@ -107,6 +143,10 @@ def part_dp(work: Path, corpus: Corpus, s: dict, common: List[str], results: dic
           f"1 thread: normal step {cost['normal']:.3f} s, DP step {cost['dp']:.3f} s, "
           f"ratio {cost['ratio']:.1f}x", flush=True)
     results["dp_step_cost_ratio"] = cost["ratio"]
+    if s["dp_opacus"]:
+        t = opacus_step_seconds()
+        print(f"   opacus DPLSTM + GradSampleModule on the same batch: {t:.3f} s, "
+              f"{t / cost['normal']:.1f}x a normal step", flush=True)
     f, epochs = s["frames"], s["dp_epochs"]
     base = common + [f"train.epochs={epochs}", f"train.max_frames={f}", "dist.learners=2",
                      "dp.clip=1.0", "dp.delta=1e-4"]
@@ -120,7 +160,8 @@ def part_dp(work: Path, corpus: Corpus, s: dict, common: List[str], results: dic
                     if eps != "inf":
                         sets += ["dp.enabled=true", f"dp.epsilon={eps}"]
                     if hetero:
-                        sets += ["dist.slowdown='1:3'"] + (["train.balance=dynamic"] if strat == "adpsgd" else [])
+                        sets += ["dist.slowdown='1:3'"]
+                        sets += ["train.balance=dynamic"] if strat == "adpsgd" else []
                     run = train(work, f"dp_{strat}_eps{eps}_h{int(hetero)}_s{seed}", corpus, sets)
                     wers.append(decode_wer(run, corpus, lm=True))
                     walls.append(run.wall_s)
@@ -133,7 +174,8 @@ def part_dp(work: Path, corpus: Corpus, s: dict, common: List[str], results: dic
                 print("  " + " | ".join(str(c) for c in rows[-1]), flush=True)
     table = markdown_table(["strategy", "target epsilon", "slowdown", "test WER % mean (min-max)",
                             "wall s mean (min-max)", "max epsilon logged"], rows)
-    (work / "dp.md").write_text(f"{s['seeds']} seeds, {corpus.train_utts} training utterances, {epochs} epochs, "
+    (work / "dp.md").write_text(f"{s['seeds']} seeds, {corpus.train_utts} training utterances, "
+                                f"{epochs} epochs, "
                                 f"2 learners x {f} frames; per-example cost ratio {cost['ratio']:.1f}x.\n\n"
                                 f"{table}\n")
     plot(work / "dp.png", series, "target epsilon (64 = no DP)", "test WER %", logx=True)
@@ -159,7 +201,8 @@ def part_periodic(work: Path, corpus: Corpus, s: dict, common: List[str], result
     rel = (wer_of["adaptive"] - wer_of["1"]) / max(wer_of["1"], 1e-9)
     frac = bytes_of["adaptive"] / max(bytes_of["1"], 1e-12)
     results["periodic_adaptive_wer_rel"], results["periodic_adaptive_bytes_frac"] = rel, frac
-    table = markdown_table(["period", "test WER % mean (min-max)", "MB sent per learner mean (min-max)"], rows)
+    table = markdown_table(["period", "test WER % mean (min-max)", "MB sent per learner mean (min-max)"],
+                           rows)
     (work / "periodic.md").write_text(
         f"{s['seeds']} seeds, {corpus.train_utts} training utterances, {epochs} epochs, "
         f"{s['periodic_learners']} learners x {f} frames.\n\n{table}\n\nadaptive vs H=1: WER {rel:+.3f} "

@@ -57,13 +57,13 @@ def sizes(quick: bool, args) -> dict:
     if quick:
         return dict(hours=0.02, dev_utts=16, test_utts=16, tok=("char", 60), model=(1, 32), frames=1500,
                     step_epochs=2, hetero_epochs=1, conv_frames=800, conv_epochs=1, lb_base=1500,
-                    lb_mult=(1, 2), lb_epochs=1, log_every=1, seeds=1, dp_reps=2, dp_eps=("8", "inf"),
-                    dp_epochs=1, periodic_epochs=1, periodic_learners=2)
+                    lb_mult=(1, 2), lb_epochs=1, log_every=1, seeds=1, dp_reps=2, dp_opacus=False,
+                    dp_eps=("8", "inf"), dp_epochs=1, periodic_epochs=1, periodic_learners=2)
     return dict(hours=args.hours, dev_utts=100, test_utts=200, tok=("unigram", 150), model=(2, 128),
                 frames=4000, step_epochs=2, hetero_epochs=3, conv_frames=1000, conv_epochs=args.epochs,
                 lb_base=2000, lb_mult=(1, 2, 4, 8), lb_epochs=args.lb_epochs, log_every=5, seeds=args.seeds,
-                dp_reps=5, dp_eps=("2", "8", "inf"), dp_epochs=args.epochs, periodic_epochs=args.epochs,
-                periodic_learners=4)
+                dp_reps=5, dp_opacus=True, dp_eps=("2", "8", "inf"), dp_epochs=args.epochs,
+                periodic_epochs=args.epochs, periodic_learners=4)
 
 
 def common_sets(s: dict) -> list:

@@ -57,7 +57,8 @@ def check_dp(dp: DPConfig, strategy: str) -> None:
 
 
 def noise_multiplier_for(epsilon: float, delta: float, sample_rate: float, steps: int) -> float:
-    """sigma such that ``steps`` Poisson-subsampled Gaussian steps at ``sample_rate`` are (epsilon, delta)-DP."""
+    """sigma such that ``steps`` Poisson-subsampled Gaussian steps at ``sample_rate`` are
+    (epsilon, delta)-DP."""
     from opacus.accountants.utils import get_noise_multiplier
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "optimal order is the largest alpha": the bound is still valid
@@ -212,7 +213,8 @@ class DPStrategy(Strategy):
     def end_epoch(self, epoch: int) -> None:
         self.inner.end_epoch(epoch)
         log.info("[learner %d] epoch %d dp: epsilon %.4g spent at delta %g (sigma %.4g, q %.4g, %d steps)",
-                 self.rank, epoch + 1, self.epsilon(), self.cfg.delta, self.sigma, self.sample_rate, self.steps)
+                 self.rank, epoch + 1, self.epsilon(), self.cfg.delta, self.sigma, self.sample_rate,
+                 self.steps)
 
     def finalize(self, model: torch.nn.Module) -> torch.nn.Module:
         return self.inner.finalize(model)
