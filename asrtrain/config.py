@@ -206,6 +206,10 @@ class Config:
             section = getattr(self, f.name)
             if hasattr(section, "validate"):
                 section.validate()
+        if self.dp.enabled and self.train.balance == "dynamic":
+            raise AsrError("dp.enabled with train.balance=dynamic: learners would share batches, and a fast one "
+                           "would take more steps than its privacy budget was computed for",
+                           fix="set train.balance=static (each learner keeps its own data)")
         return self
 
 

@@ -34,7 +34,7 @@ start means averaging every step; 2 allows twice the initial drift rate at any p
 another subclass.
 
 Bytes sent per learner are counted as a ring all-reduce sends them: ``2 (N-1)/N`` times the vector's
-bytes per averaging (plus 16 bytes for the variance).
+bytes per averaging (plus 16 bytes for the variance); the final average in :meth:`finalize` is not counted.
 """
 
 from __future__ import annotations

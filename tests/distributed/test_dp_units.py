@@ -151,3 +151,8 @@ def test_config_and_overrides_for_period_and_dp(tmp_path):
     for bad in ("0", "often", "-2"):
         with pytest.raises(AsrError, match="dist.period"):
             load_config(None, [f"dist.period={bad}"])
+
+
+def test_dp_with_dynamic_balance_is_refused():
+    with pytest.raises(AsrError, match="train.balance=dynamic"):
+        load_config(None, ["dp.enabled=true", "dp.epsilon=8", "train.balance=dynamic"])
