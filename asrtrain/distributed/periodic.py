@@ -1,9 +1,9 @@
 """Periodic model averaging (local SGD), with a constant or an adaptive period.
 
 Every learner runs plain local steps on its own data with its own optimizer state; every ``H`` steps all
-learners replace their weights by the exact average over all of them (one float64 all-reduce of the
-parameter vector, so every learner holds the same bits afterwards). With ``H = 1`` and plain SGD this is
-SSGD with the learners' mean gradient; larger ``H`` trades communication for drift between learners.
+learners replace their weights by the average over all of them: one all-reduce of the parameter vector
+in the parameters' own dtype and device (what DDP would send), whose result has the same bits on every
+learner. With ``H = 1`` and plain SGD this is SSGD with the learners' mean gradient; larger ``H`` trades communication for drift between learners.
 The optimizer state (momentum, Adam moments) stays local, as in torch's post-local SGD.
 
 Data and step counts: the partition is SSGD's (every learner a slice of every global batch), so all
@@ -34,7 +34,7 @@ start means averaging every step; 2 allows twice the initial drift rate at any p
 another subclass.
 
 Bytes sent per learner are counted as a ring all-reduce sends them: ``2 (N-1)/N`` times the vector's
-bytes per averaging (plus 16 bytes for the variance); the final average in :meth:`finalize` is not counted.
+bytes per averaging (plus 16 for the variance; float32 parameters: 4 bytes each); the final average in :meth:`finalize` is not counted.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import torch
 import torch.distributed as dist
 
 from asrtrain.distributed.base import Partition
-from asrtrain.distributed.comm import flat_copy, set_flat_
+from asrtrain.distributed.comm import set_flat_
 from asrtrain.distributed.ssgd import Collective, broadcast_params
 from asrtrain.errors import AsrError
 
@@ -160,16 +160,16 @@ class PeriodicAveraging(Collective):
     def average(self) -> None:
         """Replace every learner's weights by their exact mean; then let the rule set the next period."""
         t0 = time.perf_counter()
-        mine = self._world_vec(flat_copy(self.params))
+        mine = self._flat()
         total = mine.clone()
         dist.all_reduce(total)
         mean = total / self.world_size
-        dev = torch.linalg.vector_norm(mine - mean)
-        stats = torch.stack([dev * dev, dev]).to(torch.float64)
+        dev = torch.linalg.vector_norm((mine - mean).double())
+        stats = torch.stack([dev * dev, dev])
         dist.all_reduce(stats)
         variance, consensus = (float(v) / self.world_size for v in stats)
-        set_flat_(self.params, mean.to(self.params[0].device))
-        sent = 2.0 * (self.world_size - 1) / self.world_size * (mine.numel() + 2) * mine.element_size()
+        set_flat_(self.params, mean)
+        sent = 2.0 * (self.world_size - 1) / self.world_size * (mine.numel() * mine.element_size() + 16)
         self.rule.next_period(variance, self.lr_sq)
         self.since, self.lr_sq = 0, 0.0
         self.averagings += 1
@@ -182,8 +182,9 @@ class PeriodicAveraging(Collective):
         self._m["consensus_distance"] = consensus
         self._m["period"] = float(self.rule.period)
 
-    def _world_vec(self, vec: torch.Tensor) -> torch.Tensor:
-        return vec.to(self.params[0].device) if dist.get_backend() == "nccl" else vec
+    def _flat(self) -> torch.Tensor:
+        """The parameters as one vector in their own dtype and device (what goes over the wire)."""
+        return torch.cat([p.detach().reshape(-1) for p in self.params])
 
     # -- epochs, end ------------------------------------------------------------------------------
     def end_epoch(self, epoch: int) -> None:
@@ -199,10 +200,10 @@ class PeriodicAveraging(Collective):
 
     def finalize(self, model: torch.nn.Module) -> torch.nn.Module:
         """The exact average of all learners (the run's last local steps included)."""
-        mine = self._world_vec(flat_copy(self.params))
+        mine = self._flat()
         dist.all_reduce(mine)
         params = [p for p in model.parameters() if p.requires_grad]
-        set_flat_(params, (mine / self.world_size).to(params[0].device))
+        set_flat_(params, mine / self.world_size)
         return model
 
     # -- state -----------------------------------------------------------------------------------

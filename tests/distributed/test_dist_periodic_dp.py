@@ -53,7 +53,7 @@ def test_periodic_equals_model_averaging_reference(runs, name, period):
 
 def test_periodic_counts_bytes_of_a_ring_allreduce(runs):
     r = runs["h4"][0]
-    params = 7  # Linear(6, 1): 6 weights + 1 bias, float64, + 2 statistics
+    params = 7  # Linear(6, 1): 6 weights + 1 bias, float64; + 2 float64 statistics
     assert r["state"]["bytes_sent"] == pytest.approx(r["state"]["averagings"] * 2 * 0.5 * (params + 2) * 8)
 
 
