@@ -27,17 +27,27 @@ def test_periodic_adaptive_trains_logs_and_resumes(data, tmp_path):  # noqa: F81
 
 @pytest.mark.slow
 def test_adpsgd_and_ssgd_with_dp_log_epsilon_per_learner(data, tmp_path):  # noqa: F811
+    from asrtrain.distributed.dp import epsilon_spent
+
+    sets = ["train.max_frames=800", "dp.epsilon=8", "dp.delta=1e-3", "dp.clip=1.0"]
     for strategy in ("adpsgd", "ssgd"):
         exp = tmp_path / strategy
-        r = train(data, exp, ["train.max_frames=800", "dp.epsilon=8", "dp.delta=1e-3", "dp.clip=1.0"],
-                  "--strategy", strategy, "--learners", "2", "--dp")
+        opts = ["--strategy", strategy, "--learners", "2", "--dp"]
+        if strategy == "ssgd":  # killed after 3 steps and resumed: the accounting goes on from there
+            r = train(data, exp, sets, *opts, "--stop-after-steps", "3")
+            assert r.exit_code == 0, r.output
+            opts.append("--resume")
+        r = train(data, exp, sets, *opts)
         assert r.exit_code == 0, r.output
         log = (exp / "train.log").read_text()
         for rank in (0, 1):
             eps = [float(x) for x in re.findall(rf"\[learner {rank}\] epoch \d dp: epsilon ([\d.e+-]+)", log)]
             assert len(eps) == 2 and 0 < eps[0] < eps[1] <= 8.0, (strategy, eps)
         ck = torch.load(exp / "checkpoints" / "epoch-0002.rank1.pt", weights_only=False)["strategy"]
-        assert ck["dp"]["steps"] > 0 and ck["dp"]["sigma"] > 0
+        steps, sigma = ck["dp"]["steps"], ck["dp"]["sigma"]
+        q = ck["dp"]["history"][0][1]
+        assert ck["dp"]["history"] == [(sigma, q, steps)] and steps == round(2 / q)  # every step counted
+        assert eps[-1] == pytest.approx(epsilon_spent([(sigma, q, steps)], 1e-3), rel=1e-3)
         assert all(torch.isfinite(t).all() for t in final(exp).values())
 
 
