@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
@@ -97,6 +97,23 @@ def examples(batch: Any) -> Iterator[Any]:
             yield tuple(x[i:i + 1] for x in batch)
 
 
+def all_reduce_grads(params: List[torch.Tensor], group=None) -> None:
+    """SUM every parameter's gradient over ``group`` in one flat all-reduce (where the backend wants it)."""
+    import torch.distributed as dist
+
+    from asrtrain.distributed.comm import set_flat_
+    from asrtrain.distributed.ssgd import comm_device
+
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    flat = flat.to(comm_device(group, flat))
+    dist.all_reduce(flat, group=group)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+        offset += n
+
+
 class DPStrategy(Strategy):
     """Per-example clipping, Gaussian noise and RDP accounting around another strategy (``inner``),
     which does all the communication.
@@ -139,31 +156,35 @@ class DPStrategy(Strategy):
                      f", target epsilon {self.cfg.epsilon:g}" if self.cfg.epsilon > 0 else "")
 
     # -- one step ----------------------------------------------------------------------------------
-    def compute_gradients(self, model: torch.nn.Module, batch: Any,
-                          loss_fn: Callable[[torch.nn.Module, Any], Tuple[torch.Tensor, int]]
+    def compute_gradients(self, net: torch.nn.Module, batch: Any,
+                          loss_fn: Callable[[torch.nn.Module, Any], Tuple[torch.Tensor, int]], count: int,
+                          scale: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
                           ) -> Tuple[torch.Tensor, int]:
-        """``.grad`` <- (sum of clipped per-utterance gradients + noise) / normaliser."""
+        """``.grad`` <- (sum of clipped per-utterance gradients + noise) / normaliser (times the fp16
+        scaler's scale when ``scale`` is given, which the loop divides out again). ``net`` is
+        :meth:`wrap`'s: the bare model, so no DDP hook fires on the per-utterance passes."""
         if self.normaliser <= 0:
             raise AsrError("DPStrategy.plan was not called before the first step")
-        params = [p for p in model.parameters() if p.requires_grad]
+        params = [p for p in net.parameters() if p.requires_grad]
         acc = [torch.zeros_like(p) for p in params]
         loss_sum = torch.zeros((), dtype=torch.float64)
         count = 0
         for ex in examples(batch):
-            loss, c = loss_fn(model, ex)
+            loss, c = loss_fn(net, ex)
             grads = torch.autograd.grad(loss, params, allow_unused=True)
             grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-            scale = clip_factor(norm, self.cfg.clip)
-            self._clipped[0] += float(scale < 1.0)
+            factor = float(clip_factor(norm, self.cfg.clip))
+            self._clipped[0] += float(factor < 1.0)
             self._clipped[1] += 1
             for a, g in zip(acc, grads):
-                a.add_(g, alpha=float(scale))
+                a.add_(g, alpha=factor)
             loss_sum += float(loss.detach())
             count += c
         self.add_noise(acc, self.steps)
         for p, a in zip(params, acc):
-            p.grad = a.div_(self.normaliser)
+            a.div_(self.normaliser)
+            p.grad = scale(a) if scale is not None else a
         return loss_sum, count
 
     def add_noise(self, grads: List[torch.Tensor], step: int) -> None:
@@ -192,6 +213,11 @@ class DPStrategy(Strategy):
         super().setup(model, optimizer)
         self.inner.setup(model, optimizer)
 
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The bare model, never the inner strategy's DDP: per-utterance passes must not trigger its
+        all-reduce; :meth:`reduce_gradients` sums the noisy gradients of a sync group instead."""
+        return model
+
     def global_count(self, local_count: float) -> float:
         return self.inner.global_count(local_count)
 
@@ -199,7 +225,12 @@ class DPStrategy(Strategy):
         self.inner.before_step(step)
 
     def reduce_gradients(self) -> None:
+        """The inner strategy's timing (and injected slowdown), then, in a sync group (SSGD), the SUM of
+        the members' noisy gradients: one flat all-reduce, as DDP would have done in the backward."""
         self.inner.reduce_gradients()
+        if self.inner.partition().group_size > 1:
+            all_reduce_grads([p for p in self.model.parameters() if p.requires_grad],
+                             getattr(self.inner, "group", None))
 
     def after_step(self, step: int) -> None:
         self.inner.after_step(step)
@@ -209,6 +240,9 @@ class DPStrategy(Strategy):
 
     def barrier(self) -> None:
         self.inner.barrier()
+
+    def settle(self) -> None:
+        self.inner.settle()
 
     def end_epoch(self, epoch: int) -> None:
         self.inner.end_epoch(epoch)

@@ -137,6 +137,7 @@ class PeriodicAveraging(Collective):
     def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         super().setup(model, optimizer)
         self.params: List[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
+        self._make_host_group()
         if self.sync_initial_weights:
             broadcast_params(self.params, src=0)
 
@@ -146,9 +147,9 @@ class PeriodicAveraging(Collective):
         if self._t_step is not None:
             self._add("compute_s", time.perf_counter() - self._t_step)
 
-    def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def apply_step(self, optimizer) -> None:
         optimizer.step()
-        self.lr_sq += float(optimizer.param_groups[0]["lr"]) ** 2
+        self.lr_sq += float(self.optimizer.param_groups[0]["lr"]) ** 2
         self.since += 1
         self._add("steps", 1)
         self._epoch["steps"] += 1

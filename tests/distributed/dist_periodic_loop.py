@@ -50,6 +50,7 @@ def build(args: PArgs, rank: int, world_size: int, steps: int, state=None):
         strategy.load_state_dict(state["strategy"])
     strategy.setup(model, optimizer)
     strategy.plan(steps, 1, args.num_batches * args.batch * world_size)
+    strategy.net = strategy.wrap(model)
     return strategy, model, optimizer
 
 
@@ -84,7 +85,7 @@ def train_one(rank: int, world_size: int, args: PArgs) -> None:
             strategy.close()
             strategy, model, optimizer = build(args, rank, world_size, len(batches), resumed_state)
         strategy.before_step(step)
-        strategy.compute_gradients(model, batch, toy_loss)
+        strategy.compute_gradients(strategy.net, batch, toy_loss, len(batch[0]))
         strategy.reduce_gradients()
         strategy.apply_step(optimizer)
         strategy.after_step(step)

@@ -35,17 +35,17 @@ def test_noise_has_the_configured_scale():
     model = torch.nn.Linear(20000, 10, bias=False).double()
     s, _ = dp_strategy(clip=2.0, sigma=1.5, model=model)  # 1 example per step: normaliser 1
     batch = (torch.zeros(3, 20000, dtype=torch.float64), torch.zeros(3, 10, dtype=torch.float64))
-    s.compute_gradients(model, batch, lambda m, b: (((m(b[0]) - b[1]) ** 2).sum() * 0.0, 0))
+    s.compute_gradients(model, batch, lambda m, b: (((m(b[0]) - b[1]) ** 2).sum() * 0.0, 0), 0)
     noise = grad_vec(model)
     assert noise.numel() == 200000
     assert float(noise.std()) == pytest.approx(3.0, abs=0.03)  # std of the std: 3/sqrt(4e5) ~ 0.005
     assert abs(float(noise.mean())) < 0.03
     # a different step draws different noise; the same step the same (resume)
     s.apply_step(s.optimizer)
-    s.compute_gradients(model, batch, lambda m, b: (((m(b[0]) - b[1]) ** 2).sum() * 0.0, 0))
+    s.compute_gradients(model, batch, lambda m, b: (((m(b[0]) - b[1]) ** 2).sum() * 0.0, 0), 0)
     assert not torch.equal(grad_vec(model), noise)
     s.steps = 0
-    s.compute_gradients(model, batch, lambda m, b: (((m(b[0]) - b[1]) ** 2).sum() * 0.0, 0))
+    s.compute_gradients(model, batch, lambda m, b: (((m(b[0]) - b[1]) ** 2).sum() * 0.0, 0), 0)
     assert torch.equal(grad_vec(model), noise)
 
 
@@ -60,12 +60,12 @@ def test_clipping_bounds_every_examples_contribution():
     x[1] *= 1e-3
     y[1] = 0.0  # a tiny gradient
     s, model = dp_strategy(clip=clip, sigma=1.0)
-    s.compute_gradients(model, (x, y), linear_loss)
+    s.compute_gradients(model, (x, y), linear_loss, 0)
     full = grad_vec(model).clone()
     contributions = []
     for u in range(6):
         keep = [i for i in range(6) if i != u]
-        s.compute_gradients(model, (x[keep], y[keep]), linear_loss)
+        s.compute_gradients(model, (x[keep], y[keep]), linear_loss, 0)
         contributions.append(full - grad_vec(model))
     for c in contributions:
         assert float(c.norm()) <= clip * (1 + 1e-9)
@@ -156,3 +156,16 @@ def test_config_and_overrides_for_period_and_dp(tmp_path):
 def test_dp_with_dynamic_balance_is_refused():
     with pytest.raises(AsrError, match="train.balance=dynamic"):
         load_config(None, ["dp.enabled=true", "dp.epsilon=8", "train.balance=dynamic"])
+
+
+def test_fp16_scale_multiplies_the_private_gradient_and_wrap_is_the_bare_model():
+    torch.manual_seed(1)
+    x, y = torch.randn(5, 4, dtype=torch.float64), torch.randn(5, 1, dtype=torch.float64)
+    s, model = dp_strategy(clip=0.3, sigma=1.0)
+    s.compute_gradients(model, (x, y), linear_loss, 0)
+    plain = grad_vec(model).clone()
+    s.compute_gradients(model, (x, y), linear_loss, 0, scale=lambda t: t * 1024.0)
+    torch.testing.assert_close(grad_vec(model), plain * 1024.0)
+    from asrtrain.distributed.ssgd import SSGD
+    dp_ssgd = DPStrategy(SSGD(0, 2), DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0))
+    assert dp_ssgd.wrap(model) is model  # never DDP: per-utterance passes must not all-reduce
