@@ -168,14 +168,47 @@ class DistConfig:
     backend: str = "auto"  # auto | gloo | nccl
     timeout_s: float = 60.0
     slowdown: str = ""  # testing/benchmarks: "rank:factor,..." injects a delay proportional to compute
+    # periodic: average every `period` local steps, or "adaptive" (see asrtrain/distributed/periodic.py)
+    period: str = "1"
+    period_max: int = 64  # adaptive: longest period
+    period_tolerance: float = 1.0  # adaptive: allowed divergence, x the one measured over the first period
 
     def validate(self) -> None:
-        _choice("dist.strategy", self.strategy, ("single", "ssgd", "adpsgd", "h-adpsgd"))
+        _choice("dist.strategy", self.strategy, ("single", "ssgd", "adpsgd", "h-adpsgd", "periodic"))
+        if self.period != "adaptive" and not (self.period.isdigit() and int(self.period) >= 1):
+            raise AsrError(f"dist.period = {self.period!r} is neither a number of steps >= 1 nor 'adaptive'",
+                           fix="write e.g. --period 4 or --period adaptive")
+        if self.period_max < 1 or self.period_tolerance <= 0:
+            raise AsrError("dist.period_max must be >= 1 and dist.period_tolerance > 0")
         _choice("dist.averaging", self.averaging, ("fixed", "random"))
         _choice("dist.backend", self.backend, ("auto", "gloo", "nccl"))
         _range("dist.timeout_s", self.timeout_s, lo=0, lo_open=True, fix="give seconds, e.g. 60")
         _range("dist.learners", self.learners, lo=1)
         _range("dist.learners_per_node", self.learners_per_node, lo=0)
+
+
+@dataclass(frozen=True)
+class DPConfig:
+    """Differentially private training (asrtrain/distributed/dp.py): per-example clipping to ``clip`` and
+    Gaussian noise N(0, (noise_multiplier * clip)^2) on each learner's summed gradient. Give either
+    ``noise_multiplier`` or a target ``epsilon`` (sigma is then computed for the run's steps)."""
+    enabled: bool = False
+    clip: float = 1.0  # per-example L2 norm bound C
+    noise_multiplier: float = 0.0  # sigma; 0 = derive it from epsilon
+    epsilon: float = 0.0  # target epsilon per learner for the whole run; 0 = use noise_multiplier
+    delta: float = 1e-5  # must be < 1 / (utterances per learner)
+
+    def validate(self) -> None:
+        if not self.enabled:
+            return
+        if self.clip <= 0:
+            raise AsrError(f"dp.clip = {self.clip}: without per-example clipping DP gives no guarantee",
+                           fix="set dp.clip to a positive norm bound, e.g. 1.0")
+        if not 0 < self.delta < 1:
+            raise AsrError(f"dp.delta = {self.delta} must be in (0, 1/utterances)", fix="e.g. dp.delta=1e-5")
+        if (self.noise_multiplier > 0) == (self.epsilon > 0):
+            raise AsrError("dp needs exactly one of dp.noise_multiplier > 0 and dp.epsilon > 0",
+                           fix="give a target --set dp.epsilon=8 or a --set dp.noise_multiplier=1.0")
 
 
 @dataclass(frozen=True)
@@ -200,6 +233,7 @@ class Config:
     specaug: SpecAugConfig = field(default_factory=SpecAugConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     dist: DistConfig = field(default_factory=DistConfig)
+    dp: DPConfig = field(default_factory=DPConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def validate(self) -> "Config":
@@ -207,6 +241,10 @@ class Config:
             section = getattr(self, f.name)
             if hasattr(section, "validate"):
                 section.validate()
+        if self.dp.enabled and self.train.balance == "dynamic":
+            raise AsrError("dp.enabled with train.balance=dynamic: learners would share batches, and a fast one "
+                           "would take more steps than its privacy budget was computed for",
+                           fix="set train.balance=static (each learner keeps its own data)")
         return self
 
 
@@ -463,5 +501,5 @@ def load_section(cls, path: Optional[Path], overrides: Iterable[str] = ()):
 
 
 __all__ = ["Config", "FeatureConfig", "TokenizerConfig", "ModelConfig", "SpecAugConfig", "TrainConfig",
-           "DistConfig", "DecodeConfig", "load_config", "load_section", "save_config", "section_from_dict",
-           "replace", "to_dict"]
+           "DistConfig", "DPConfig", "DecodeConfig", "load_config", "load_section", "save_config",
+           "section_from_dict", "replace", "to_dict"]

@@ -21,13 +21,16 @@ import click
 @click.option("--alignments", help="Kaldi ali-to-pdf ark/scp of frame labels (CE training, --loss ce).")
 @click.option("--loss", type=click.Choice(["ctc", "ce"]), help="Shorthand for --set model.loss=...")
 @click.option("--exp-dir", required=True, type=click.Path(path_type=Path), help="Where the run is written.")
-@click.option("--strategy", type=click.Choice(["single", "ssgd", "adpsgd", "h-adpsgd"]),
+@click.option("--strategy", type=click.Choice(["single", "ssgd", "adpsgd", "h-adpsgd", "periodic"]),
               help="Distributed strategy (dist.strategy).")
 @click.option("--learners", type=int, help="Number of learners (dist.learners); spawned locally unless "
               "running under torchrun.")
 @click.option("--learners-per-node", type=int, help="H-ADPSGD super-learner size (dist.learners_per_node).")
 @click.option("--averaging", type=click.Choice(["fixed", "random"]), help="ADPSGD partner schedule.")
 @click.option("--delay-by-one/--no-delay-by-one", default=None, help="Overlap averaging with a whole step.")
+@click.option("--period", help="periodic: average every N local steps, or 'adaptive' (dist.period).")
+@click.option("--dp/--no-dp", default=None, help="Differentially private training: per-example clipping and "
+              "Gaussian noise (dp.enabled; set dp.epsilon or dp.noise_multiplier).")
 @click.option("--device", help="auto (cuda:LOCAL_RANK when CUDA is available, else cpu) | cpu | cuda | cuda:N "
               "(train.device; cuda:N puts every local learner on GPU N).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]),
@@ -39,14 +42,15 @@ import click
 def train(config: Optional[Path], extra: Tuple[Path, ...], overrides: Tuple[str, ...], train_data: Path,
           dev_data: Optional[Path], tokenizer: Optional[Path], alignments: Optional[str], loss: Optional[str],
           exp_dir: Path, strategy: Optional[str], learners: Optional[int], learners_per_node: Optional[int],
-          averaging: Optional[str], delay_by_one: Optional[bool], device: Optional[str], precision: Optional[str],
-          resume: bool, restart: bool, stop_after_steps: int) -> None:
+          averaging: Optional[str], delay_by_one: Optional[bool], period: Optional[str], dp: Optional[bool],
+          device: Optional[str], precision: Optional[str], resume: bool, restart: bool,
+          stop_after_steps: int) -> None:
     """Train a BLSTM acoustic model into EXP_DIR (config.yaml, checkpoints/, final.pt, curves.png)."""
     from asrtrain.train.job import prepare_job, train as run_train
 
     flags = {"dist.strategy": strategy, "dist.learners": learners, "dist.learners_per_node": learners_per_node,
              "dist.averaging": averaging, "dist.delay_by_one": delay_by_one, "model.loss": loss,
-             "train.device": device, "train.precision": precision}
+             "dist.period": period, "dp.enabled": dp, "train.device": device, "train.precision": precision}
     sets = list(overrides) + [f"{k}={str(v).lower() if isinstance(v, bool) else v}"
                               for k, v in flags.items() if v is not None]
     job = prepare_job(config, extra, sets, train_data, dev_data, exp_dir, tokenizer, alignments, resume,

@@ -4,9 +4,9 @@ The loop (``asrtrain.train.loop``) never branches on the strategy's name. One le
 
     strategy.before_step(step)          # ADPSGD: fold landed averaging into the weights, start this
                                         #   step's averaging round (and wait for it unless delay_by_one)
-    loss = net(batch) / strategy.global_count(local_count)  # net = strategy.wrap(model), made once;
-                                        #   normalised by the global count
-    loss.backward()
+    strategy.compute_gradients(net, batch, loss_fn, count, scale)  # net = strategy.wrap(model), made
+                                        #   once; zero_grad, (loss / global_count(count)).backward()
+                                        #   (fp16: scaled); DP: clipped per-example gradients + noise
     strategy.reduce_gradients()         # SSGD / H-ADPSGD: allreduce inside the sync group
     (clip gradients here)
     strategy.apply_step(optimizer)      # optimizer.step(); ADPSGD does it under the averaging lock
@@ -18,7 +18,8 @@ learners). Rules the loop must keep (the strategies use collectives at these poi
 - ``setup`` on every learner, after the model and optimizer are on the learner's device and any
   checkpoint was loaded (it creates process groups and broadcasts rank 0's weights);
   ``load_state_dict`` may come before or after it. Forward passes go through ``wrap(model)`` (SSGD and
-  H-ADPSGD groups: DistributedDataParallel, whose all-reduce overlaps the backward pass).
+  H-ADPSGD groups: DistributedDataParallel, whose all-reduce overlaps the backward pass). ``plan``
+  once after ``setup``, before the first step.
 - Devices: parameters live on the learner's device; per-step collectives use the default group with
   tensors where its backend wants them (NCCL: the GPU), host-side values go through a gloo group.
 - Inside a sync group (SSGD: everybody; H-ADPSGD: a group) every member takes the same number of steps:
@@ -43,7 +44,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
@@ -87,6 +88,10 @@ class Strategy:
         """The module the loop runs forward passes through (after :meth:`setup`)."""
         return model
 
+    def plan(self, steps_per_epoch: int, epochs: int, examples: int) -> None:
+        """This learner's steps per epoch, the epochs and the utterances in the whole training set
+        (DP derives its sampling rate, noise and accounting from them)."""
+
     # -- one step ----------------------------------------------------------------------------------
     def global_count(self, local_count: float) -> float:
         """The count (frames or tokens) the loss of this step is normalised by."""
@@ -94,6 +99,24 @@ class Strategy:
 
     def before_step(self, step: int) -> None:
         self._t_step = time.perf_counter()
+
+    def compute_gradients(self, net: torch.nn.Module, batch: Any,
+                          loss_fn: Callable[[torch.nn.Module, Any], Tuple[torch.Tensor, int]], count: int,
+                          scale: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+                          ) -> Tuple[torch.Tensor, int]:
+        """Set every ``.grad`` to d(summed loss / global count)/d(params); return (summed loss, count).
+
+        ``net`` is :meth:`wrap`'s module; ``loss_fn(net, batch)`` gives the batch's summed loss and its
+        count (tokens or frames); ``count`` is that count known before the forward pass (the global
+        count's all-reduce then overlaps nothing it could wait for); ``scale`` is the fp16 gradient
+        scaler's ``scale`` (None otherwise).
+        """
+        denom = max(1.0, self.global_count(count))
+        loss, count = loss_fn(net, batch)
+        self.optimizer.zero_grad(set_to_none=False)
+        scaled = loss / denom
+        (scale(scaled) if scale is not None else scaled).backward()
+        return loss, count
 
     def reduce_gradients(self) -> None:
         self._slow_down()

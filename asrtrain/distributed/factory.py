@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from typing import Optional
 
-from asrtrain.config import DistConfig
+from asrtrain.config import DistConfig, DPConfig
 from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.comm import check_gossip_size
 from asrtrain.errors import AsrError
@@ -37,6 +38,9 @@ def check_dist_config(dist_cfg: DistConfig, world_size: int) -> None:
     elif dist_cfg.strategy == "single" and world_size != 1:
         raise AsrError(f"strategy single runs one learner, got --learners {world_size}",
                        fix="use --strategy ssgd, adpsgd or h-adpsgd for several learners")
+    elif dist_cfg.strategy == "periodic":
+        from asrtrain.distributed.periodic import make_rule
+        make_rule(dist_cfg.period, dist_cfg.period_max, dist_cfg.period_tolerance)
     parse_slowdown(dist_cfg.slowdown, 0)
 
 
@@ -58,13 +62,14 @@ def parse_slowdown(text: str, rank: int) -> float:
 
 
 def make_strategy(dist_cfg: DistConfig, rank: int = 0, world_size: int = 1, seed: int = 1,
-                  sync_initial_weights: bool = True) -> Strategy:
+                  sync_initial_weights: bool = True, dp: Optional[DPConfig] = None) -> Strategy:
     """The Strategy for ``dist_cfg.strategy`` on learner ``rank`` of ``world_size``.
 
     Args:
         dist_cfg: strategy, averaging schedule, delay_by_one, learners_per_node, slowdown.
         seed: the job's seed (train.seed); the random averaging schedule derives from it.
         sync_initial_weights: broadcast rank 0's weights at setup (tests turn it off).
+        dp: when enabled, wrap the strategy in :class:`asrtrain.distributed.dp.DPStrategy`.
     """
     check_dist_config(dist_cfg, world_size)
     kind = dist_cfg.strategy
@@ -81,7 +86,15 @@ def make_strategy(dist_cfg: DistConfig, rank: int = 0, world_size: int = 1, seed
         from asrtrain.distributed.hadpsgd import HADPSGD
         strategy = HADPSGD(rank, world_size, group_size(dist_cfg, world_size), dist_cfg.averaging,
                            dist_cfg.delay_by_one, seed, sync_initial_weights)
+    elif kind == "periodic":
+        from asrtrain.distributed.periodic import PeriodicAveraging, make_rule
+        strategy = PeriodicAveraging(rank, world_size, make_rule(dist_cfg.period, dist_cfg.period_max,
+                                                                 dist_cfg.period_tolerance),
+                                     sync_initial_weights)
     else:
-        raise AsrError(f"dist.strategy = {kind!r} is not one of single, ssgd, adpsgd, h-adpsgd")
+        raise AsrError(f"dist.strategy = {kind!r} is not one of single, ssgd, adpsgd, h-adpsgd, periodic")
     strategy.slowdown = parse_slowdown(dist_cfg.slowdown, rank)
+    if dp is not None and dp.enabled:
+        from asrtrain.distributed.dp import DPStrategy
+        strategy = DPStrategy(strategy, dp, seed)
     return strategy

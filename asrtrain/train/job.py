@@ -118,7 +118,7 @@ def learner_main(rank: int, world_size: int, job: TrainJob) -> None:
     # On resume every learner loads its own weights (ADPSGD learners differ); fresh runs start from
     # rank 0's weights everywhere.
     strategy = make_strategy(job.cfg.dist, rank, world_size, seed=job.cfg.train.seed,
-                             sync_initial_weights=not job.resume)
+                             sync_initial_weights=not job.resume, dp=job.cfg.dp)
     try:
         run(rank, world_size, job, strategy)
     finally:  # in-process runs (tests, benchmarks) must not keep writing into this run's log

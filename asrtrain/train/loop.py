@@ -149,12 +149,10 @@ def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, sour
         gen.manual_seed(cfg.train.seed * 7919 + state.step * 31 + strategy.rank)
         feats = spec_augment(batch.feats, batch.feat_lens, cfg.specaug, gen)
         t0 = time.perf_counter()
-        denom = max(1.0, strategy.global_count(batch_count(batch, cfg.model.loss)))
-        loss, count = compute_loss(learner.net, Batch(batch.utts, feats, batch.feat_lens, batch.targets,
-                                                      batch.target_lens), cfg.model.loss, learner.precision)
-        optimizer.zero_grad(set_to_none=False)
-        scaled = loss / denom
-        (learner.scaler.scale(scaled) if learner.scaler is not None else scaled).backward()
+        loss, count = strategy.compute_gradients(
+            learner.net, Batch(batch.utts, feats, batch.feat_lens, batch.targets, batch.target_lens),
+            lambda net, b: compute_loss(net, b, cfg.model.loss, learner.precision),
+            batch_count(batch, cfg.model.loss), learner.scaler.scale if learner.scaler is not None else None)
         strategy.reduce_gradients()
         loss_value = step_or_skip(learner, strategy, loss, cfg.train, state.step)
         strategy.after_step(state.step)
@@ -350,6 +348,7 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
         log.warning("%d utterances exceed train.max_frames and get batches of their own", len(too_long))
     source = batch_source(cfg.train.balance, train_data.lengths, spec, part, rank, cfg.dist.timeout_s)
     steps_per_epoch = source.steps_per_epoch()
+    strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths))
     total_steps = steps_per_epoch * cfg.train.epochs
     monitor = Monitor(job.exp_dir, strategy, cfg.train.log_every_steps, total_steps)
     try:

@@ -38,7 +38,8 @@
 #   4  decode eval2000
 #   5  score against the stm through the glm: SWB, CH and all
 #
-# Usage: ./run.sh [--stage N] [--stop-stage N] [--nj N] [--strategy single|ssgd|adpsgd|h-adpsgd]
+# Usage: ./run.sh [--stage N] [--stop-stage N] [--nj N]
+#                 [--strategy single|ssgd|adpsgd|h-adpsgd|adpsgd-dp|periodic|periodic-adaptive]
 #                 [--train-config conf/train_blstm4x320.yaml] [--exp exp/blstm] [--sph2pipe PATH]
 #                 [--trans-dir DIR] [--swbd-dir DIR] [--hub5-audio-dir DIR] [--hub5-text-dir DIR]
 #                 [--fisher-dirs "DIR ..."]

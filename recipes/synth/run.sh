@@ -2,6 +2,9 @@
 # The embedded synthetic recipe: espeak-ng speech -> fbank -> sentencepiece -> BLSTM-CTC -> decode -> WER.
 #
 #   bash recipes/synth/run.sh [--stage N] [--stop-stage N] [--hours H] [--nj N] [--strategy S --learners N]
+#        [--strategy-config FILE] [--set section.key=value]
+#   e.g. --strategy adpsgd --learners 2 --strategy-config recipes/synth/conf/strategy/adpsgd-dp.yaml
+#   (--strategy and --learners win over the file's dist.strategy / dist.learners: give both)
 #
 # Stages (each skipped when its .done marker exists; delete the marker to redo it):
 #   0  synthesise the corpus            data/{train,dev,test}     (asrtrain prepare synth)
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
     --strategy) strategy=$2; shift 2 ;;
     --learners) learners=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
+    --strategy-config) extra+=(--strategy-config "$2"); shift 2 ;;  # e.g. conf/strategy/adpsgd-dp.yaml
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac

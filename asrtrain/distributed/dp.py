@@ -1,0 +1,280 @@
+"""Differentially private training: DP-SGD on every learner, wrapped around SSGD or ADPSGD.
+
+With ``--dp``, each learner's step replaces the batch gradient by (Abadi et al. 2016)
+
+    g = ( sum_u clip_C(grad loss_u) + N(0, sigma^2 C^2 I) ) / (b * M)
+
+where ``loss_u`` is utterance ``u``'s summed loss, ``clip_C(v) = v * min(1, C / ||v||)`` bounds every
+utterance's contribution to norm ``C``, the noise is drawn once per step on the learner's *summed*
+clipped gradient, ``b`` is the learner's expected utterances per step and ``M`` the size of its sync
+group (SSGD: all learners, so the all-reduced sum is the mean over the global batch; ADPSGD: 1). The
+normaliser is a constant, not the batch's own count, so it reveals nothing about the batch.
+
+- ``--strategy adpsgd --dp`` is A(DP)^2SGD (Xu, Zhang, Wang): what a learner sends its neighbours is its
+  weights, a post-processing of noisy gradients, so each learner's data is (epsilon, delta)-DP against
+  everybody it gossips with.
+- ``--strategy ssgd --dp`` is the DP-SSGD baseline: every learner noises its own gradient before the
+  all-reduce, so each learner's data is protected from the others by the same accounting.
+
+Accounting (per learner, opacus' RDP accountant): sampling rate ``q = 1 / steps_per_epoch`` (each step
+reads one batch of the learner's shard), ``T = steps_per_epoch * epochs`` steps. ``sigma`` is either
+given (``dp.noise_multiplier``) or computed by opacus for a target ``dp.epsilon`` at ``dp.delta``. The
+epsilon spent so far is logged per learner each epoch (``train.log``) and in the metrics (TensorBoard
+``train/dp_epsilon``); the accountant's history is in the strategy state, so a resumed run continues it.
+Caveats, stated rather than hidden: our batches are shuffled length buckets, not Poisson samples (the
+RDP bound assumes Poisson sampling, as opacus does without its Poisson sampler), and the noise comes
+from torch's seeded PRNG (reproducible and resumable, not a cryptographic source).
+
+Per-example gradients: one forward/backward per utterance of the batch ("microbatches of 1"). It works
+with the packed-sequence cuDNN/MKL BLSTM unchanged; torch.func's vmap has no batching rule for
+``aten::lstm`` with packed variable-length input, and opacus' DPLSTM replaces the fused LSTM by a
+Python loop over time steps. Cost: see the README row (measured against a normal step).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import torch
+
+from asrtrain.config import DPConfig
+from asrtrain.distributed.base import Partition, Strategy
+from asrtrain.errors import AsrError
+
+log = logging.getLogger("asrtrain.train")
+
+DP_STRATEGIES = ("single", "ssgd", "adpsgd")
+
+
+def check_dp(dp: DPConfig, strategy: str) -> None:
+    """Refuse, in one line, DP settings that give no guarantee or that we do not support."""
+    dp.validate()
+    if strategy not in DP_STRATEGIES:
+        raise AsrError(f"--dp is not supported with --strategy {strategy}",
+                       fix=f"use --strategy {' or '.join(DP_STRATEGIES[1:])} with --dp")
+
+
+def noise_multiplier_for(epsilon: float, delta: float, sample_rate: float, steps: int) -> float:
+    """sigma such that ``steps`` Poisson-subsampled Gaussian steps at ``sample_rate`` are
+    (epsilon, delta)-DP."""
+    from opacus.accountants.utils import get_noise_multiplier
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "optimal order is the largest alpha": the bound is still valid
+        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
+                                          steps=steps, accountant="rdp", epsilon_tolerance=0.005))
+
+
+def epsilon_spent(history: List[Tuple[float, float, int]], delta: float) -> float:
+    """epsilon of the steps in ``history`` ((sigma, q, steps) runs, opacus' format) at ``delta``."""
+    if not history:
+        return 0.0
+    from opacus.accountants import RDPAccountant
+    acc = RDPAccountant()
+    acc.history = [tuple(h) for h in history]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(acc.get_epsilon(delta))
+
+
+def clip_factor(norm: torch.Tensor, clip: float) -> torch.Tensor:
+    """min(1, C / ||g||): the scale that bounds one example's gradient to norm C."""
+    return (clip / (norm + 1e-6)).clamp(max=1.0)
+
+
+def examples(batch: Any) -> Iterator[Any]:
+    """The batch one utterance at a time, padding trimmed (an asrtrain Batch), or the rows of a tuple
+    of tensors (tests)."""
+    if hasattr(batch, "utts"):
+        from asrtrain.train.dataset import Batch
+        for i, utt in enumerate(batch.utts):
+            t, s = int(batch.feat_lens[i]), int(batch.target_lens[i])
+            yield Batch([utt], batch.feats[i:i + 1, :t], batch.feat_lens[i:i + 1],
+                        batch.targets[i:i + 1, :max(1, s)], batch.target_lens[i:i + 1])
+    else:
+        for i in range(len(batch[0])):
+            yield tuple(x[i:i + 1] for x in batch)
+
+
+def all_reduce_grads(params: List[torch.Tensor], group=None) -> None:
+    """SUM every parameter's gradient over ``group`` in one flat all-reduce (where the backend wants it)."""
+    import torch.distributed as dist
+
+    from asrtrain.distributed.comm import set_flat_
+    from asrtrain.distributed.ssgd import comm_device
+
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    flat = flat.to(comm_device(group, flat))
+    dist.all_reduce(flat, group=group)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+        offset += n
+
+
+class DPStrategy(Strategy):
+    """Per-example clipping, Gaussian noise and RDP accounting around another strategy (``inner``),
+    which does all the communication.
+
+    Args:
+        inner: the SSGD / ADPSGD / single strategy.
+        cfg: the ``dp`` section.
+        seed: the job's seed; the noise of step ``k`` on learner ``r`` is drawn from (seed, r, k).
+    """
+
+    def __init__(self, inner: Strategy, cfg: DPConfig, seed: int = 1):
+        check_dp(cfg, inner.name)
+        super().__init__(inner.rank, inner.world_size)
+        self.inner, self.cfg, self.seed = inner, cfg, seed
+        self.name = f"{inner.name}+dp"
+        self.sigma = cfg.noise_multiplier
+        self.sample_rate = 0.0
+        self.normaliser = 0.0
+        self.steps = 0
+        self.history: List[Tuple[float, float, int]] = []
+        self._clipped = [0.0, 0.0]  # examples clipped, examples seen (for the metrics)
+
+    # -- schedule ----------------------------------------------------------------------------------
+    def plan(self, steps_per_epoch: int, epochs: int, examples: int) -> None:
+        """Sampling rate, normaliser and (for a target epsilon) sigma for this learner's run."""
+        self.inner.plan(steps_per_epoch, epochs, examples)
+        n = examples / self.world_size  # every partition gives a learner ~1/N of the utterances
+        if self.cfg.delta >= 1.0 / max(1.0, n):
+            raise AsrError(f"dp.delta = {self.cfg.delta:g} >= 1/n for n = {n:.0f} utterances per learner: "
+                           "no meaningful guarantee", fix=f"set dp.delta below {1.0 / max(1.0, n):.2g}")
+        steps_per_epoch = max(1, steps_per_epoch)
+        self.sample_rate = 1.0 / steps_per_epoch
+        self.normaliser = n / steps_per_epoch * self.inner.partition().group_size
+        if self.cfg.epsilon > 0 and not self.history:
+            self.sigma = noise_multiplier_for(self.cfg.epsilon, self.cfg.delta, self.sample_rate,
+                                              steps_per_epoch * epochs)
+        if self.is_main:
+            log.info("dp: clip %g, sigma %.4f, sampling rate %.4g, %d steps, delta %g%s", self.cfg.clip,
+                     self.sigma, self.sample_rate, steps_per_epoch * epochs, self.cfg.delta,
+                     f", target epsilon {self.cfg.epsilon:g}" if self.cfg.epsilon > 0 else "")
+
+    # -- one step ----------------------------------------------------------------------------------
+    def compute_gradients(self, net: torch.nn.Module, batch: Any,
+                          loss_fn: Callable[[torch.nn.Module, Any], Tuple[torch.Tensor, int]], count: int,
+                          scale: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+                          ) -> Tuple[torch.Tensor, int]:
+        """``.grad`` <- (sum of clipped per-utterance gradients + noise) / normaliser (times the fp16
+        scaler's scale when ``scale`` is given, which the loop divides out again). ``net`` is
+        :meth:`wrap`'s: the bare model, so no DDP hook fires on the per-utterance passes."""
+        if self.normaliser <= 0:
+            raise AsrError("DPStrategy.plan was not called before the first step")
+        params = [p for p in net.parameters() if p.requires_grad]
+        acc = [torch.zeros_like(p) for p in params]
+        loss_sum = torch.zeros((), dtype=torch.float64)
+        count = 0
+        for ex in examples(batch):
+            loss, c = loss_fn(net, ex)
+            grads = torch.autograd.grad(loss, params, allow_unused=True)
+            grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            factor = float(clip_factor(norm, self.cfg.clip))
+            self._clipped[0] += float(factor < 1.0)
+            self._clipped[1] += 1
+            for a, g in zip(acc, grads):
+                a.add_(g, alpha=factor)
+            loss_sum += float(loss.detach())
+            count += c
+        self.add_noise(acc, self.steps)
+        for p, a in zip(params, acc):
+            a.div_(self.normaliser)
+            p.grad = scale(a) if scale is not None else a
+        return loss_sum, count
+
+    def add_noise(self, grads: List[torch.Tensor], step: int) -> None:
+        """grads += N(0, (sigma C)^2), drawn from (seed, rank, step) so a resumed run draws the same."""
+        gen = torch.Generator().manual_seed((self.seed * 1_000_003 + self.rank) * 1_000_033 + step)
+        std = self.sigma * self.cfg.clip
+        for g in grads:
+            g.add_(torch.randn(g.shape, generator=gen, dtype=g.dtype).to(g.device), alpha=std)
+
+    def apply_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.inner.apply_step(optimizer)
+        self.steps += 1
+        if self.history and self.history[-1][:2] == (self.sigma, self.sample_rate):
+            self.history[-1] = (self.sigma, self.sample_rate, self.history[-1][2] + 1)
+        else:
+            self.history.append((self.sigma, self.sample_rate, 1))
+
+    def epsilon(self) -> float:
+        return epsilon_spent(self.history, self.cfg.delta)
+
+    # -- everything else is the inner strategy's ---------------------------------------------------
+    def partition(self) -> Partition:
+        return self.inner.partition()
+
+    def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        super().setup(model, optimizer)
+        self.inner.setup(model, optimizer)
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The bare model, never the inner strategy's DDP: per-utterance passes must not trigger its
+        all-reduce; :meth:`reduce_gradients` sums the noisy gradients of a sync group instead."""
+        return model
+
+    def global_count(self, local_count: float) -> float:
+        return self.inner.global_count(local_count)
+
+    def before_step(self, step: int) -> None:
+        self.inner.before_step(step)
+
+    def reduce_gradients(self) -> None:
+        """The inner strategy's timing (and injected slowdown), then, in a sync group (SSGD), the SUM of
+        the members' noisy gradients: one flat all-reduce, as DDP would have done in the backward."""
+        self.inner.reduce_gradients()
+        if self.inner.partition().group_size > 1:
+            all_reduce_grads([p for p in self.model.parameters() if p.requires_grad],
+                             getattr(self.inner, "group", None))
+
+    def after_step(self, step: int) -> None:
+        self.inner.after_step(step)
+
+    def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
+        return self.inner.all_reduce_sum(values)
+
+    def barrier(self) -> None:
+        self.inner.barrier()
+
+    def settle(self) -> None:
+        self.inner.settle()
+
+    def end_epoch(self, epoch: int) -> None:
+        self.inner.end_epoch(epoch)
+        log.info("[learner %d] epoch %d dp: epsilon %.4g spent at delta %g (sigma %.4g, q %.4g, %d steps)",
+                 self.rank, epoch + 1, self.epsilon(), self.cfg.delta, self.sigma, self.sample_rate,
+                 self.steps)
+
+    def finalize(self, model: torch.nn.Module) -> torch.nn.Module:
+        return self.inner.finalize(model)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"inner": self.inner.state_dict(),
+                "dp": {"history": list(self.history), "steps": self.steps, "sigma": self.sigma}}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.inner.load_state_dict(state.get("inner", {}))
+        dp = state.get("dp", {})
+        self.history = [tuple(h) for h in dp.get("history", [])]
+        self.steps = int(dp.get("steps", 0))
+        if dp.get("sigma"):
+            self.sigma = float(dp["sigma"])
+
+    def metrics(self) -> Dict[str, float]:
+        out = dict(self.inner.metrics())
+        out["dp_epsilon"] = self.epsilon()
+        if self._clipped[1]:
+            out["dp_clipped_frac"] = self._clipped[0] / self._clipped[1]
+        self._clipped = [0.0, 0.0]
+        return out
+
+
+__all__ = ["DPStrategy", "check_dp", "noise_multiplier_for", "epsilon_spent", "clip_factor"]

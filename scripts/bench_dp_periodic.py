@@ -1,0 +1,215 @@
+"""Benchmark parts ``dp`` and ``periodic`` of scripts/bench_strategies.py (issue 11).
+
+dp:
+  0. the cost of per-example gradients: one DP step (one forward/backward per utterance, clipping, noise)
+     over one normal step on the same batch, the recipe's BLSTM (2 x 320, stack/subsample 6), 1 thread,
+     median of ``--dp-reps`` after a warm-up.
+  a. epsilon in {2, 8, inf} (inf = no DP) for SSGD-DP vs ADPSGD-DP, 2 learners, same global batch and
+     epochs: test WER (the recipe's lexicon search + trigram) and wall time; then the same with rank 1
+     slowed 3x (dist.slowdown 1:3). Non-private ADPSGD uses train.balance=dynamic there (the fast learner
+     takes more batches); with DP that is refused (each learner's data and step budget are its own), so
+     ADPSGD-DP runs static balance and its epoch ends wait for the slow learner like SSGD-DP.
+periodic:
+  b. constant H in {1, 4, 16} vs adaptive, 2 learners: test WER against the bytes each learner sent
+     (from the strategy state in the last checkpoint). Goal: adaptive within 5% relative of H = 1's WER
+     with at most half its bytes.
+
+Every configuration runs ``--seeds`` seeds (train.seed); tables give mean and spread (min-max) over
+them, written with PNGs to ``<work>/dp.md|png`` and ``<work>/periodic.md|png``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+import torch
+
+from bench_common import Corpus, decode_wer, markdown_table, train
+
+
+def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0) -> Dict[str, float]:
+    """Seconds of a normal step and of a DP step on the same random batch (corpus-like lengths)."""
+    from asrtrain.config import DPConfig, ModelConfig
+    from asrtrain.distributed.base import Strategy
+    from asrtrain.distributed.dp import DPStrategy
+    from asrtrain.model.blstm import build_model
+    from asrtrain.train.dataset import Batch
+    from asrtrain.train.loop import compute_loss
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(seed)
+    model = build_model(ModelConfig(input_dim=80, num_targets=150, stack=6, subsample=6, num_layers=2,
+                                    hidden=320, dropout=0.05))
+    lens = torch.randint(frames // 2, frames + 1, (utts,), generator=g)
+    tlens = (lens // 15).clamp(min=1)
+    batch = Batch([f"u{i}" for i in range(utts)], torch.randn(utts, int(lens.max()), 80, generator=g), lens,
+                  torch.randint(1, 150, (utts, int(tlens.max())), generator=g), tlens)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    plain = Strategy()
+    dp = DPStrategy(Strategy(), DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0, delta=1e-6))
+    for s in (plain, dp):
+        s.setup(model, opt)
+    dp.plan(100, 1, 100 * utts)
+    loss_fn = (lambda m, b: compute_loss(m, b, "ctc"))
+    out = {}
+    for name, s in (("normal", plain), ("dp", dp)):
+        times = []
+        for _ in range(reps + 1):
+            t0 = time.perf_counter()
+            s.compute_gradients(model, batch, loss_fn, int(batch.target_lens.sum()))
+            times.append(time.perf_counter() - t0)
+        out[name] = statistics.median(times[1:])
+    torch.set_num_threads(threads)
+    out["ratio"] = out["dp"] / out["normal"]
+    out["utts"] = utts
+    return out
+
+
+def opacus_step_seconds(reps: int = 2, utts: int = 12, frames: int = 300, seed: int = 0) -> float:
+    """Seconds of one step with per-example gradients from opacus: the same BLSTM with ``nn.LSTM``
+    swapped for ``opacus.layers.DPLSTM`` (same weights and names) inside a ``GradSampleModule``."""
+    import torch.nn.functional as F
+    from opacus import GradSampleModule
+    from opacus.layers import DPLSTM
+
+    from asrtrain.config import ModelConfig
+    from asrtrain.model.blstm import build_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    model = build_model(ModelConfig(input_dim=80, num_targets=150, stack=6, subsample=6, num_layers=2,
+                                    hidden=320, dropout=0.05))
+    for i, layer in enumerate(model.layers):
+        dp_layer = DPLSTM(layer.input_size, layer.hidden_size, batch_first=True, bidirectional=True)
+        dp_layer.load_state_dict(layer.state_dict())
+        model.layers[i] = dp_layer
+    gsm = GradSampleModule(model)
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(frames // 2, frames + 1, (utts,), generator=g)
+    tlens = (lens // 15).clamp(min=1)
+    x = torch.randn(utts, int(lens.max()), 80, generator=g)
+    targets = torch.randint(1, 150, (utts, int(tlens.max())), generator=g)
+    times = []
+    for _ in range(reps + 1):
+        t0 = time.perf_counter()
+        gsm.zero_grad()
+        log_probs, out_lens = gsm(x, lens)
+        F.ctc_loss(log_probs.transpose(0, 1), targets, out_lens, tlens, reduction="sum",
+                   zero_infinity=True).backward()
+        times.append(time.perf_counter() - t0)
+    torch.set_num_threads(threads)
+    return statistics.median(times[1:])
+
+
+def spread(values: Sequence[float]) -> str:
+    return f"{statistics.mean(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def final_strategy_state(run, rank: int = 0) -> dict:
+    tags = sorted((run.exp / "checkpoints").glob(f"epoch-*.rank{rank}.pt"))
+    return torch.load(tags[-1], weights_only=False)["strategy"]
+
+
+def epsilon_logged(run, rank: int) -> float:
+    import re
+    found = re.findall(rf"\[learner {rank}\] epoch \d+ dp: epsilon ([\d.e+-]+)", run.log())
+    return float(found[-1]) if found else float("inf")
+
+
+def plot(path: Path, series: Dict[str, List[tuple]], xlabel: str, ylabel: str, logx: bool = False) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for label, points in series.items():
+        ax.errorbar([p[0] for p in points], [p[1] for p in points], yerr=[p[2] for p in points], marker="o",
+                    capsize=3, label=label, linestyle="-" if len(points) > 1 else "none")
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def part_dp(work: Path, corpus: Corpus, s: dict, common: List[str], results: dict) -> None:
+    cost = dp_step_cost(reps=s["dp_reps"])
+    print(f"== dp 0. per-example gradients (microbatches of 1), {cost['utts']} utterances of 150-300 frames, "
+          f"1 thread: normal step {cost['normal']:.3f} s, DP step {cost['dp']:.3f} s, "
+          f"ratio {cost['ratio']:.1f}x", flush=True)
+    results["dp_step_cost_ratio"] = cost["ratio"]
+    if s["dp_opacus"]:
+        t = opacus_step_seconds()
+        print(f"   opacus DPLSTM + GradSampleModule on the same batch: {t:.3f} s, "
+              f"{t / cost['normal']:.1f}x a normal step", flush=True)
+    f, epochs = s["frames"], s["dp_epochs"]
+    base = common + [f"train.epochs={epochs}", f"train.max_frames={f}", "dist.learners=2",
+                     "dp.clip=1.0", "dp.delta=1e-4"]
+    rows, series = [], {}
+    for hetero in (False, True):
+        for strat in ("ssgd", "adpsgd"):
+            for eps in s["dp_eps"]:
+                wers, walls, spent = [], [], []
+                for seed in range(1, s["seeds"] + 1):
+                    sets = base + [f"dist.strategy={strat}", f"train.seed={seed}"]
+                    if eps != "inf":
+                        sets += ["dp.enabled=true", f"dp.epsilon={eps}"]
+                    if hetero:
+                        sets += ["dist.slowdown='1:3'"]
+                        # dynamic balance would let the fast learner overspend its budget: refused with dp
+                        sets += ["train.balance=dynamic"] if strat == "adpsgd" and eps == "inf" else []
+                    run = train(work, f"dp_{strat}_eps{eps}_h{int(hetero)}_s{seed}", corpus, sets)
+                    wers.append(decode_wer(run, corpus, lm=True))
+                    walls.append(run.wall_s)
+                    spent.append(max(epsilon_logged(run, r) for r in (0, 1)))
+                rows.append([strat, eps, "1:3" if hetero else "-", spread(wers), spread(walls),
+                             f"{max(spent):.3g}"])
+                series.setdefault(f"{strat}{' slow 1:3' if hetero else ''}", []).append(
+                    (float(eps) if eps != "inf" else 64.0, statistics.mean(wers),
+                     (max(wers) - min(wers)) / 2))
+                print("  " + " | ".join(str(c) for c in rows[-1]), flush=True)
+    table = markdown_table(["strategy", "target epsilon", "slowdown", "test WER % mean (min-max)",
+                            "wall s mean (min-max)", "max epsilon logged"], rows)
+    (work / "dp.md").write_text(f"{s['seeds']} seeds, {corpus.train_utts} training utterances, "
+                                f"{epochs} epochs, "
+                                f"2 learners x {f} frames; per-example cost ratio {cost['ratio']:.1f}x.\n\n"
+                                f"{table}\n")
+    plot(work / "dp.png", series, "target epsilon (64 = no DP)", "test WER %", logx=True)
+    print(table)
+
+
+def part_periodic(work: Path, corpus: Corpus, s: dict, common: List[str], results: dict) -> None:
+    f, epochs = s["frames"], s["periodic_epochs"]
+    base = common + [f"train.epochs={epochs}", f"train.max_frames={f}", "dist.strategy=periodic",
+                     f"dist.learners={s['periodic_learners']}"]
+    rows, points, wer_of, bytes_of = [], {}, {}, {}
+    for period in ("1", "4", "16", "adaptive"):
+        wers, sent = [], []
+        for seed in range(1, s["seeds"] + 1):
+            run = train(work, f"periodic_{period}_s{seed}", corpus, base + [f"dist.period={period}",
+                                                                          f"train.seed={seed}"])
+            wers.append(decode_wer(run, corpus, lm=True))
+            sent.append(final_strategy_state(run)["bytes_sent"] / 1e6)
+        wer_of[period], bytes_of[period] = statistics.mean(wers), statistics.mean(sent)
+        rows.append([period, spread(wers), spread(sent)])
+        points[f"H={period}"] = [(statistics.mean(sent), statistics.mean(wers), (max(wers) - min(wers)) / 2)]
+        print("  " + " | ".join(str(c) for c in rows[-1]), flush=True)
+    rel = (wer_of["adaptive"] - wer_of["1"]) / max(wer_of["1"], 1e-9)
+    frac = bytes_of["adaptive"] / max(bytes_of["1"], 1e-12)
+    results["periodic_adaptive_wer_rel"], results["periodic_adaptive_bytes_frac"] = rel, frac
+    table = markdown_table(["period", "test WER % mean (min-max)", "MB sent per learner mean (min-max)"],
+                           rows)
+    (work / "periodic.md").write_text(
+        f"{s['seeds']} seeds, {corpus.train_utts} training utterances, {epochs} epochs, "
+        f"{s['periodic_learners']} learners x {f} frames.\n\n{table}\n\nadaptive vs H=1: WER {rel:+.3f} "
+        f"relative, bytes x{frac:.3f} (goal: within +0.05 with at most x0.5)\n")
+    plot(work / "periodic.png", points, "MB sent per learner", "test WER %", logx=True)
+    print(table)
+    print(f"periodic_adaptive_vs_h1: WER {rel:+.3f} relative, bytes x{frac:.3f} (goal <= +0.05, <= 0.5)")

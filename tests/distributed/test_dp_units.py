@@ -1,0 +1,171 @@
+"""DP pieces in one process: the noise scale, per-example clipping, the accountant against opacus' own
+RDP functions, sigma from a target epsilon, resume of the accounting, and the one-line refusals."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asrtrain.config import DistConfig, DPConfig, load_config
+from asrtrain.distributed.base import Strategy
+from asrtrain.distributed.dp import DPStrategy, epsilon_spent, noise_multiplier_for
+from asrtrain.distributed.factory import make_strategy
+from asrtrain.errors import AsrError
+
+
+def linear_loss(model, batch):
+    x, y = batch
+    return ((model(x) - y) ** 2).sum(), len(x)
+
+
+def dp_strategy(clip=1.0, sigma=1.0, steps_per_epoch=1, epochs=1, examples=1, seed=5, model=None):
+    s = DPStrategy(Strategy(), DPConfig(enabled=True, clip=clip, noise_multiplier=sigma, delta=1e-6), seed)
+    model = model or torch.nn.Linear(4, 1).double()
+    s.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    s.plan(steps_per_epoch, epochs, examples)
+    return s, model
+
+
+def grad_vec(model):
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def test_noise_has_the_configured_scale():
+    """Zero per-example gradients: what remains is the noise, N(0, (sigma C)^2) per coordinate."""
+    model = torch.nn.Linear(20000, 10, bias=False).double()
+    s, _ = dp_strategy(clip=2.0, sigma=1.5, model=model)  # 1 example per step: normaliser 1
+    batch = (torch.zeros(3, 20000, dtype=torch.float64), torch.zeros(3, 10, dtype=torch.float64))
+    s.compute_gradients(model, batch, lambda m, b: (((m(b[0]) - b[1]) ** 2).sum() * 0.0, 0), 0)
+    noise = grad_vec(model)
+    assert noise.numel() == 200000
+    assert float(noise.std()) == pytest.approx(3.0, abs=0.03)  # std of the std: 3/sqrt(4e5) ~ 0.005
+    assert abs(float(noise.mean())) < 0.03
+    # a different step draws different noise; the same step the same (resume)
+    s.apply_step(s.optimizer)
+    s.compute_gradients(model, batch, lambda m, b: (((m(b[0]) - b[1]) ** 2).sum() * 0.0, 0), 0)
+    assert not torch.equal(grad_vec(model), noise)
+    s.steps = 0
+    s.compute_gradients(model, batch, lambda m, b: (((m(b[0]) - b[1]) ** 2).sum() * 0.0, 0), 0)
+    assert torch.equal(grad_vec(model), noise)
+
+
+def test_clipping_bounds_every_examples_contribution():
+    """G(batch) - G(batch without u), same step and noise, is u's clipped gradient: norm <= C exactly
+    when u's gradient is large, and u's own gradient when it is small."""
+    torch.manual_seed(0)
+    clip = 0.5
+    x = torch.randn(6, 4, dtype=torch.float64)
+    y = torch.randn(6, 1, dtype=torch.float64)
+    x[0] *= 100  # a huge gradient
+    x[1] *= 1e-3
+    y[1] = 0.0  # a tiny gradient
+    s, model = dp_strategy(clip=clip, sigma=1.0)
+    s.compute_gradients(model, (x, y), linear_loss, 0)
+    full = grad_vec(model).clone()
+    contributions = []
+    for u in range(6):
+        keep = [i for i in range(6) if i != u]
+        s.compute_gradients(model, (x[keep], y[keep]), linear_loss, 0)
+        contributions.append(full - grad_vec(model))
+    for c in contributions:
+        assert float(c.norm()) <= clip * (1 + 1e-9)
+    assert float(contributions[0].norm()) == pytest.approx(clip, rel=1e-6)
+    model.zero_grad()
+    loss, _ = linear_loss(model, (x[1:2], y[1:2]))
+    loss.backward()
+    own = grad_vec(model)
+    assert float(own.norm()) < clip
+    torch.testing.assert_close(contributions[1], own, rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("q,sigma,steps,delta", [(0.01, 1.0, 1000, 1e-5), (0.1, 2.0, 300, 1e-6),
+                                                 (1 / 64, 0.8, 640, 1e-4)])
+def test_epsilon_matches_opacus_rdp(q, sigma, steps, delta):
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+    from opacus.accountants.rdp import RDPAccountant
+
+    orders = RDPAccountant.DEFAULT_ALPHAS
+    expected, _ = get_privacy_spent(orders=orders, rdp=compute_rdp(q=q, noise_multiplier=sigma, steps=steps,
+                                                                    orders=orders), delta=delta)
+    assert epsilon_spent([(sigma, q, steps)], delta) == pytest.approx(expected, rel=1e-12)
+    # the strategy's own history, step by step, gives the same
+    s, model = dp_strategy(sigma=sigma, steps_per_epoch=round(1 / q), examples=round(1 / q))
+    for _ in range(steps):
+        s.apply_step(s.optimizer)
+    s.cfg = DPConfig(enabled=True, clip=1.0, noise_multiplier=sigma, delta=delta)
+    assert s.epsilon() == pytest.approx(expected, rel=1e-12)
+
+
+def test_sigma_from_target_epsilon_spends_at_most_the_target():
+    sigma = noise_multiplier_for(8.0, 1e-5, 0.01, 2000)
+    eps = epsilon_spent([(sigma, 0.01, 2000)], 1e-5)
+    assert 7.9 < eps <= 8.0
+    assert noise_multiplier_for(2.0, 1e-5, 0.01, 2000) > sigma  # less privacy budget, more noise
+
+
+def test_target_epsilon_sets_sigma_at_plan_and_resume_keeps_the_accounting():
+    cfg = DPConfig(enabled=True, clip=1.0, epsilon=4.0, delta=1e-4)
+    s = DPStrategy(Strategy(), cfg)
+    model = torch.nn.Linear(2, 1)
+    s.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    s.plan(10, 3, 500)
+    assert s.sigma == pytest.approx(noise_multiplier_for(4.0, 1e-4, 0.1, 30))
+    for _ in range(17):
+        s.apply_step(s.optimizer)
+    state = s.state_dict()
+    t = DPStrategy(Strategy(), cfg)
+    t.load_state_dict(state)
+    t.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    t.plan(10, 3, 500)
+    assert (t.sigma, t.steps, t.history) == (s.sigma, 17, s.history)
+    for _ in range(13):
+        s.apply_step(s.optimizer)
+        t.apply_step(t.optimizer)
+    assert t.epsilon() == s.epsilon() == pytest.approx(4.0, abs=0.02)
+
+
+@pytest.mark.parametrize("cfg,strategy,words", [
+    (DPConfig(enabled=True, clip=0.0, noise_multiplier=1.0), "ssgd", "without per-example clipping"),
+    (DPConfig(enabled=True, clip=1.0), "ssgd", "exactly one of"),
+    (DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0, epsilon=3.0), "ssgd", "exactly one of"),
+    (DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0, delta=1.0), "ssgd", "dp.delta"),
+    (DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0), "h-adpsgd", "not supported"),
+])
+def test_refusals_are_one_line(cfg, strategy, words):
+    with pytest.raises(AsrError) as err:
+        make_strategy(DistConfig(strategy=strategy, learners=4, learners_per_node=2), 0, 4, dp=cfg)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_delta_not_below_one_over_n_is_refused():
+    with pytest.raises(AsrError, match=r"dp.delta = 0.01 >= 1/n for n = 200 utterances per learner"):
+        s = DPStrategy(Strategy(), DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0, delta=0.01))
+        s.plan(10, 1, 200)
+
+
+def test_config_and_overrides_for_period_and_dp(tmp_path):
+    cfg = load_config(None, ["dist.strategy=periodic", "dist.period=adaptive", "dp.enabled=true",
+                             "dp.epsilon=8"])
+    assert (cfg.dist.period, cfg.dp.epsilon, cfg.dp.noise_multiplier) == ("adaptive", 8.0, 0.0)
+    assert load_config(None, ["dist.period=4"]).dist.period == "4"
+    for bad in ("0", "often", "-2"):
+        with pytest.raises(AsrError, match="dist.period"):
+            load_config(None, [f"dist.period={bad}"])
+
+
+def test_dp_with_dynamic_balance_is_refused():
+    with pytest.raises(AsrError, match="train.balance=dynamic"):
+        load_config(None, ["dp.enabled=true", "dp.epsilon=8", "train.balance=dynamic"])
+
+
+def test_fp16_scale_multiplies_the_private_gradient_and_wrap_is_the_bare_model():
+    torch.manual_seed(1)
+    x, y = torch.randn(5, 4, dtype=torch.float64), torch.randn(5, 1, dtype=torch.float64)
+    s, model = dp_strategy(clip=0.3, sigma=1.0)
+    s.compute_gradients(model, (x, y), linear_loss, 0)
+    plain = grad_vec(model).clone()
+    s.compute_gradients(model, (x, y), linear_loss, 0, scale=lambda t: t * 1024.0)
+    torch.testing.assert_close(grad_vec(model), plain * 1024.0)
+    from asrtrain.distributed.ssgd import SSGD
+    dp_ssgd = DPStrategy(SSGD(0, 2), DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0))
+    assert dp_ssgd.wrap(model) is model  # never DDP: per-utterance passes must not all-reduce
