@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from asrtrain.data.audio import MAX_OVERSHOOT_S, audio_duration, is_pipe
 from asrtrain.data.datadir import (ALL_FILES, FIX, UTT_FILES, DataDir, PathLike, Problem, _datadir, _load,
                                    read_datadir, write_datadir)
-from asrtrain.data.table import spk2utt_from_utt2spk
+from asrtrain.data.table import read_table_lines, spk2utt_from_utt2spk
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_write_text
 
@@ -131,7 +131,6 @@ def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]
 
 def _speeds(path: Path, problems: List[Problem]) -> Dict[str, float]:
     """reco2speed (asrtrain.data.perturb) as {rec: factor}; a bad factor is a problem."""
-    from asrtrain.data.table import read_table_lines
     out: Dict[str, float] = {}
     if not (path / "reco2speed").is_file():
         return out
