@@ -3,6 +3,7 @@
 #
 #   bash recipes/an4/run.sh AN4_DIR [--stage N] [--stop-stage N] [--work DIR] [--config YAML] [--nj N]
 #                           [--seed N] [--decode-sets "dev test"] [--tag NAME] [--set key=value ...]
+#                           [--factors 0.9,1.0,1.1] [--vocab-size N] [--dev-utts N]
 #
 # AN4_DIR is CMU's an4_sphere.tar.gz unpacked (it holds etc/ and wav/; download it from CMU). Splits as
 # ESPnet's egs2/an4: train = the training list minus dev, dev = its first 100 utterances (sorted ids),
@@ -35,6 +36,7 @@ decode_sets="dev test"
 tag=blstm
 factors=0.9,1.0,1.1
 vocab_size=60
+dev_utts=100
 lm_order=3
 extra=()
 
@@ -50,6 +52,7 @@ while [ $# -gt 0 ]; do
     --tag) tag=$2; shift 2 ;;
     --factors) factors=$2; shift 2 ;;
     --vocab-size) vocab_size=$2; shift 2 ;;
+    --dev-utts) dev_utts=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
     -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
@@ -73,7 +76,7 @@ if run_stage 0; then
   echo "stage 0: prepare AN4 from ${an4_dir:-?}"
   if done_or "$data/.stage0.done"; then
     if [ -z "$an4_dir" ]; then echo "run.sh: give AN4_DIR (CMU's an4_sphere, unpacked)" >&2; exit 1; fi
-    $asrtrain prepare an4 "$an4_dir" "$data"
+    $asrtrain prepare an4 "$an4_dir" "$data" --dev-utts "$dev_utts"
     touch "$data/.stage0.done"
   fi
 fi
