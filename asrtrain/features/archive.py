@@ -10,9 +10,6 @@ Output (``OUT_DIR``), all readable by Kaldi itself:
   utterances), so OUT_DIR is a complete data dir;
 - ``features.yaml`` (the resolved FeatureConfig), ``bad_utts.txt`` (with --skip-bad) and ``.done``.
 
-A ``reco2speed`` table (``asrtrain data perturb-speed``) makes the reader speed-perturb those recordings
-(sox ``speed`` semantics) before segments are cut and features computed.
-
 Jobs run in ``nj`` worker processes (forked, as DataLoader workers are) with one torch thread each;
 each job takes a contiguous slice of the sorted utterances (so segments of one recording share one
 read) and also returns per-speaker CMVN stats, so no second pass over the features is needed.
