@@ -16,8 +16,8 @@ from asrtrain.errors import AsrError
 
 # name -> (module, attribute, one-line help shown by `asrtrain --help` without importing the module)
 SUBCOMMANDS = {
-    "prepare": ("asrtrain.commands.prepare", "prepare", "Prepare a corpus into Kaldi data dirs (synth, swbd, eval2000)."),
-    "data": ("asrtrain.commands.data", "data", "Validate, fix, subset or split a Kaldi data dir."),
+    "prepare": ("asrtrain.commands.prepare", "prepare", "Prepare a corpus into Kaldi data dirs (synth, an4, swbd, eval2000, fisher)."),
+    "data": ("asrtrain.commands.data", "data", "Validate, fix, subset, split or speed-perturb a Kaldi data dir."),
     "features": ("asrtrain.commands.features", "features", "Compute Kaldi-compatible fbank features and CMVN stats."),
     "tokenizer": ("asrtrain.commands.tokenizer", "tokenizer", "Train or apply a sentencepiece tokenizer."),
     "lm": ("asrtrain.commands.lm", "lm", "Train a word n-gram LM (ARPA) for lexicon decoding."),

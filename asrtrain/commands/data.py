@@ -9,7 +9,7 @@ import click
 
 @click.group()
 def data() -> None:
-    """Validate, fix, subset or split a Kaldi data dir (files sorted with LC_ALL=C)."""
+    """Validate, fix, subset, split or speed-perturb a Kaldi data dir (files sorted with LC_ALL=C)."""
 
 
 @data.command(short_help="Check a data dir (validate_data_dir.sh).")
@@ -57,3 +57,19 @@ def split(data_dir: Path, num_splits: int) -> None:
     from asrtrain.data.datadir import split as run
     outs = run(data_dir, num_splits)
     click.echo(f"{data_dir}: split into {len(outs)} parts under {outs[0].parent}")
+
+
+@data.command("perturb-speed", short_help="Speed-perturbed copies (perturb_data_dir_speed.sh, 3-way).")
+@click.argument("data_dir", type=click.Path(path_type=Path))
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.option("--factors", default="0.9,1.0,1.1", show_default=True,
+              help="Comma-separated speed factors; each but 1.0 gives a copy with ids prefixed sp<factor>-.")
+@click.option("--always-include-prefix", is_flag=True, help="Prefix factor 1.0's ids too (sp1.0-).")
+@click.option("--sox", is_flag=True,
+              help="Write Kaldi's wav.scp pipes (... sox -t wav - -t wav - speed F |; needs sox) instead of "
+                   "reco2speed, which only asrtrain's reader applies.")
+def perturb_speed(data_dir: Path, out_dir: Path, factors: str, always_include_prefix: bool, sox: bool) -> None:
+    """Write speed-perturbed copies of DATA_DIR (pitch and tempo change together, as sox speed) to OUT_DIR."""
+    from asrtrain.data.perturb import perturb_speed as run
+    d = run(data_dir, out_dir, factors, always_prefix=always_include_prefix, sox=sox)
+    click.echo(f"{out_dir}: {len(d.utt2spk)} utterances, {len(d.spk2utt)} speakers")

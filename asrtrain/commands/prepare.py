@@ -7,6 +7,7 @@ import importlib
 import click
 
 CORPORA = {
+    "an4": ("asrtrain.commands.prepare_an4", "an4", "CMU AN4 (an4_sphere): real read speech, train/dev/test."),
     "synth": ("asrtrain.commands.prepare_synth", "synth", "Synthesise the embedded espeak-ng corpus."),
     "swbd": ("asrtrain.commands.prepare_swbd", "swbd", "Switchboard-1 Release 2 (LDC97S62) training data."),
     "eval2000": ("asrtrain.commands.prepare_swbd", "eval2000", "Hub5-2000 (LDC2002S09 + LDC2002T43) test data."),

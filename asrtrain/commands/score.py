@@ -25,7 +25,10 @@ from asrtrain.errors import AsrError
               help="Text mode: speaker of each utterance for the .sys table (default: id prefix).")
 @click.option("--name", help="Name on the %WER line and of the report files (default: from the inputs).")
 @click.option("--out-dir", type=click.Path(file_okay=False), help="Write NAME.pra, NAME.sys and wer_summary here.")
-def score(ref, hyp, stm, ctm, hyp_text, segments, r2fc, glm, hesitations, utt2spk, name, out_dir) -> None:
+@click.option("--cer", is_flag=True,
+              help="Text mode: also print the %CER line (characters incl. spaces, counted by jiwer; "
+                   "written to cer_summary).")
+def score(ref, hyp, stm, ctm, hyp_text, segments, r2fc, glm, hesitations, utt2spk, name, out_dir, cer) -> None:
     """Score hypotheses and print sclite-style %WER lines.
 
     Text mode: asrtrain score REF HYP (Kaldi text files). Hub5 mode: asrtrain score --stm REF.stm
@@ -39,7 +42,13 @@ def score(ref, hyp, stm, ctm, hyp_text, segments, r2fc, glm, hesitations, utt2sp
         from asrtrain.score.report import score_text
         total = score_text(ref, hyp, name=name, out_dir=out_dir, utt2spk=utt2spk)
         click.echo(total.line(name or click.format_filename(hyp)))
+        if cer:
+            from asrtrain.score.cer import score_cer
+            click.echo(score_cer(ref, hyp, name=name, out_dir=out_dir).line(name or click.format_filename(hyp),
+                                                                            "%CER"))
         return
+    if cer:
+        raise AsrError("--cer is for text mode (REF HYP)", fix="drop --cer in Hub5 mode")
     if ref or hyp or bool(ctm) == bool(hyp_text):
         raise AsrError("Hub5 mode takes --stm and exactly one of --ctm or --hyp-text (no REF HYP)",
                        fix="see asrtrain score --help")

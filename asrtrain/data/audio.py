@@ -13,6 +13,10 @@ Entries follow Kaldi:
 - Shorten-compressed SPHERE (``sample_coding`` contains ``shorten``) cannot be decoded by libsndfile and is
   refused with a message giving the ``sph2pipe`` pipe to use instead.
 
+Speed perturbation: a ``reco2speed`` table (written by ``asrtrain data perturb-speed``) gives a recording's
+factor; :func:`speed_perturb` applies it to the whole recording as sox ``speed`` would, before any segment
+is cut (segments of a perturbed dir are in perturbed time).
+
 Channels: a two-channel recording needs a channel (from ``reco2file_and_channel``: A = first, B = second;
 ``1``/``2`` also accepted). A mono source ignores the channel, because the wav.scp entry already chose it
 (``sph2pipe -c 2``), as in Kaldi's Switchboard recipe.
@@ -258,9 +262,29 @@ def resample_to(wave: np.ndarray, rate: int, target_rate: Optional[int], resampl
     return out.numpy()
 
 
+def speed_perturb(wave: np.ndarray, rate: int, factor: float) -> np.ndarray:
+    """Speed perturbation with sox ``speed`` semantics: float32 [n] -> [about n / factor], same ``rate``.
+
+    Tempo and pitch change together (0.9: 11% longer and lower), as Kaldi's perturb_data_dir_speed.sh gets
+    from ``sox ... speed 0.9``: the samples are taken to be at ``rate * factor`` Hz and resampled to ``rate``
+    (torchaudio's sinc resampler, the same construction as its ``SpeedPerturbation``). Factor 1 returns the
+    input unchanged.
+    """
+    if factor <= 0:
+        raise AsrError(f"speed factor must be > 0, got {factor}")
+    if factor == 1.0:
+        return wave
+    src = int(round(rate * factor))
+    import torch
+    import torchaudio.functional as AF
+    out = AF.resample(torch.from_numpy(np.ascontiguousarray(wave)), src, int(rate))
+    return out.numpy()
+
+
 def load_audio(spec: str, *, start: Optional[float] = None, end: Optional[float] = None,
                channel: Union[None, int, str] = None, target_rate: Optional[int] = None,
-               resample: bool = True, scp_path: Optional[str] = None, scp_line: Optional[int] = None):
+               resample: bool = True, scp_path: Optional[str] = None, scp_line: Optional[int] = None,
+               speed: float = 1.0):
     """Load a wav.scp entry as (torch.float32 tensor [samples] in [-1, 1], rate).
 
     Args:
@@ -269,6 +293,8 @@ def load_audio(spec: str, *, start: Optional[float] = None, end: Optional[float]
         channel: A/B (or 1/2, or a 0-based int) for multi-channel recordings.
         target_rate: resample to this rate if it differs; with ``resample=False`` a mismatch is an error.
         scp_path, scp_line: the wav.scp file and line, named by every error.
+        speed: a ``reco2speed`` factor (see :func:`speed_perturb`), applied to the whole recording before
+            ``start``/``end`` slice it (segments of a perturbed dir are in perturbed time).
 
     Raises:
         AsrError: missing, truncated, corrupt or shorten-compressed audio, a failing pipe, a missing
@@ -276,7 +302,13 @@ def load_audio(spec: str, *, start: Optional[float] = None, end: Optional[float]
     """
     import torch
     where = Where(scp_path, scp_line)
-    wave, rate = read_recording(spec, channel, start, end, where)
+    if speed != 1.0:
+        wave, rate = read_recording(spec, channel, None, None, where)
+        wave = speed_perturb(wave, rate, speed)
+        lo, hi = segment_bounds(len(wave), rate, start, end, where)
+        wave = wave[lo:hi]
+    else:
+        wave, rate = read_recording(spec, channel, start, end, where)
     if target_rate is not None and rate != target_rate:
         wave, rate = resample_to(wave, rate, target_rate, resample, where), int(target_rate)
     return torch.from_numpy(wave), rate

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from asrtrain.data.audio import MAX_OVERSHOOT_S, audio_duration, is_pipe
 from asrtrain.data.datadir import (ALL_FILES, FIX, UTT_FILES, DataDir, PathLike, Problem, _datadir, _load,
                                    read_datadir, write_datadir)
-from asrtrain.data.table import spk2utt_from_utt2spk
+from asrtrain.data.table import read_table_lines, spk2utt_from_utt2spk
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_write_text
 
@@ -105,6 +105,7 @@ def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]
     by_rec: Dict[str, List[str]] = {}
     for utt, seg in segments.items():
         by_rec.setdefault(seg.rec, []).append(utt)
+    speeds = _speeds(path, problems)
     for rec, spec in tables["wav.scp"].items():
         if is_pipe(spec):
             continue
@@ -115,6 +116,8 @@ def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]
                                     _utts_of(rec, tables)))
             continue
         duration = audio_duration(spec) if rec in by_rec else None
+        if duration is not None and rec in speeds:  # segments of a speed-perturbed copy: perturbed time
+            duration /= speeds[rec]
         for utt in by_rec.get(rec, []) if duration is not None else []:
             seg = segments[utt]
             if seg.start >= duration or seg.end > duration + MAX_OVERSHOOT_S:
@@ -124,6 +127,23 @@ def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]
                                         f"'{rec}' ({duration:.3f} s long)",
                                         f"correct the times, or {FIX} drops it", (utt,)))
     return problems
+
+
+def _speeds(path: Path, problems: List[Problem]) -> Dict[str, float]:
+    """reco2speed (asrtrain.data.perturb) as {rec: factor}; a bad factor is a problem."""
+    out: Dict[str, float] = {}
+    if not (path / "reco2speed").is_file():
+        return out
+    for no, rec, value in read_table_lines(path / "reco2speed"):
+        try:
+            out[rec] = float(value)
+        except ValueError:
+            out[rec] = -1.0
+        if not out[rec] > 0:
+            problems.append(Problem(str(path / "reco2speed"), no, f"speed factor {value!r} of '{rec}' is not a "
+                                    "positive number", "write '<rec-id> <factor>', or redo perturb-speed"))
+            del out[rec]
+    return out
 
 
 def _first_error(problems: Sequence[Problem]) -> AsrError:

@@ -46,7 +46,7 @@ from asrtrain.config import FeatureConfig, section_from_dict, to_dict
 from asrtrain.data import datadir as dd
 from asrtrain.data.validate import find_problems
 from asrtrain.data.table import read_table
-from asrtrain.data.audio import Where, read_recording, resample_to, segment_bounds
+from asrtrain.data.audio import Where, read_recording, resample_to, segment_bounds, speed_perturb
 from asrtrain.errors import AsrError
 from asrtrain.features import cmvn
 from asrtrain.features.fbank import fbank
@@ -54,7 +54,7 @@ from asrtrain.io import atomic_write_text, recover_dir, reporting_no_space, stag
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-INPUT_FILES = ("wav.scp", "segments", "utt2spk", "text", "reco2file_and_channel")
+INPUT_FILES = ("wav.scp", "segments", "utt2spk", "text", "reco2file_and_channel", "reco2speed")
 
 
 @dataclass
@@ -84,6 +84,7 @@ class _Utt:
     channel: Optional[str]
     wav_where: Where
     seg_where: Optional[Where]
+    speed: float = 1.0  # reco2speed: speed perturbation applied to the whole recording (asrtrain.data.perturb)
 
 
 @dataclass
@@ -99,6 +100,12 @@ class _Job:
 # ---------------------------------------------------------------------------------------------------------
 # One job: audio -> fbank -> ark, plus per-speaker stats
 
+def _read(u: _Utt):
+    """A whole recording, speed-perturbed when reco2speed says so (segments are in perturbed time)."""
+    wave, rate = read_recording(u.spec, u.channel, where=u.wav_where)
+    return (speed_perturb(wave, rate, u.speed) if u.speed != 1.0 else wave), rate
+
+
 def _run_job(job: _Job, report: Callable[[int], None]) -> Dict:
     """Compute one job's features into ``job.tmp_ark``; returns entries, bad utts, stats and seconds."""
     from kaldiio.matio import write_array
@@ -112,11 +119,11 @@ def _run_job(job: _Job, report: Callable[[int], None]) -> Dict:
         for u in job.utts:
             try:
                 if u.start is None:
-                    wave, rate = read_recording(u.spec, u.channel, where=u.wav_where)
+                    wave, rate = _read(u)
                 else:
                     if cache[0] != u.rec:  # read a long recording once for all its segments
                         try:
-                            cache = (u.rec, read_recording(u.spec, u.channel, where=u.wav_where))
+                            cache = (u.rec, _read(u))
                         except AsrError as err:
                             cache = (u.rec, err)
                     if isinstance(cache[1], AsrError):
@@ -295,13 +302,14 @@ def _select(data_dir: Path, skip_bad: bool) -> Tuple[dd.DataDir, Dict[str, str]]
 
 def _jobs(data: dd.DataDir, utts: List[str], work: Path, out: Path, nj: int, conf: FeatureConfig,
           skip_bad: bool) -> List[_Job]:
+    from asrtrain.data.perturb import speed_of
     items = []
     for utt in utts:
         rec, start, end = data.recording(utt)
         wav_path, wav_line = data.where("wav.scp", rec)
         seg = Where(*data.where("segments", utt)) if start is not None else None
         items.append(_Utt(utt, data.utt2spk[utt], rec, data.wav_scp[rec], start, end, data.channel(rec),
-                          Where(wav_path, wav_line), seg))
+                          Where(wav_path, wav_line), seg, speed_of(data, rec)))
     nj = max(1, min(nj, len(items)))
     bounds = [round(len(items) * j / nj) for j in range(nj + 1)]
     (work / "arks").mkdir()

@@ -110,6 +110,18 @@ def _read_text(path: Union[str, Path]) -> Dict[str, List[str]]:
     return {k: v.split() for k, v in read_table(path, min_fields=1).items()}
 
 
+def read_text_pair(ref_path: Union[str, Path], hyp_path: Union[str, Path]
+                   ) -> Tuple[Dict[str, List[str]], Dict[str, List[str]]]:
+    """The words of each utterance of a REF and a HYP ``text`` file; a HYP id not in REF is an error."""
+    ref = _read_text(ref_path)
+    hyp = _read_text(hyp_path)
+    extra = [u for u in hyp if u not in ref]
+    if extra:
+        raise AsrError(f"{len(extra)} hypothesis id(s) not in the reference, e.g. '{extra[0]}'",
+                       hyp_path, fix=f"score against the matching reference text (not {ref_path})")
+    return ref, hyp
+
+
 def align_text(ref_path: Union[str, Path], hyp_path: Union[str, Path],
                utt2spk: Optional[Union[str, Path]] = None) -> List[Scored]:
     """Align every REF utterance of two Kaldi ``text`` files; per-utterance results sorted by id.
@@ -117,12 +129,7 @@ def align_text(ref_path: Union[str, Path], hyp_path: Union[str, Path],
     An utterance missing from HYP is scored against nothing (all deletions), logged and marked in
     ``Scored.note``. A HYP id not in REF is an error.
     """
-    ref = _read_text(ref_path)
-    hyp = _read_text(hyp_path)
-    extra = [u for u in hyp if u not in ref]
-    if extra:
-        raise AsrError(f"{len(extra)} hypothesis id(s) not in the reference, e.g. '{extra[0]}'",
-                       hyp_path, fix=f"score against the matching reference text (not {ref_path})")
+    ref, hyp = read_text_pair(ref_path, hyp_path)
     spk_map = read_table(utt2spk) if utt2spk else {}
     if utt2spk:
         nospk = [u for u in ref if u not in spk_map]

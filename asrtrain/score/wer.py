@@ -263,10 +263,10 @@ class Counts:
         return (100.0 * self.cor / w, 100.0 * self.sub / w, 100.0 * self.dele / w,
                 100.0 * self.ins / w, self.wer, 100.0 * self.serr / s)
 
-    def line(self, name: str) -> str:
-        """``%WER 13.5 | 4459 42989 | 88.2 8.0 3.8 1.7 13.5 48.2 | name``."""
+    def line(self, name: str, label: str = "%WER") -> str:
+        """``%WER 13.5 | 4459 42989 | 88.2 8.0 3.8 1.7 13.5 48.2 | name`` (``label`` %CER: characters)."""
         c, s, d, i, e, se = self.percentages()
-        return (f"%WER {self.wer:.1f} | {self.snt} {self.wrd} | {c:.1f} {s:.1f} {d:.1f} {i:.1f} "
+        return (f"{label} {self.wer:.1f} | {self.snt} {self.wrd} | {c:.1f} {s:.1f} {d:.1f} {i:.1f} "
                 f"{e:.1f} {se:.1f} | {name}")
 
 

@@ -1,0 +1,40 @@
+"""recipes/an4/run.sh end to end on a miniature AN4 layout (the real corpus is too big for the suite)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from an4_fixture import make_an4
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "recipes" / "an4" / "run.sh"
+
+
+def run(work, *args):
+    env = dict(os.environ, ASRTRAIN=f"{sys.executable} -m asrtrain", OMP_NUM_THREADS="1")
+    return subprocess.run(["bash", str(RUN), *map(str, args), "--work", str(work)], env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_an4_recipe_end_to_end(tmp_path):
+    an4 = make_an4(tmp_path / "an4")
+    work = tmp_path / "work"
+    small = ["--dev-utts", "2", "--vocab-size", "20", "--set", "train.epochs=1", "--set", "model.num_layers=1",
+             "--set", "model.hidden=16", "--set", "train.warmup_steps=1", "--set", "train.average_last=1"]
+    r = run(work, an4, "--stop-stage", "1", *small)
+    assert r.returncode == 0, r.stderr[-3000:]
+    sp = (work / "data" / "train_sp" / "utt2spk").read_text().split()
+    assert "sp0.9-fbbh-an1-b" in sp and "sp1.1-mblb" in sp and not (work / "dump").exists()
+    r = run(work, an4, "--stage", "2", *small)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [l for l in r.stdout.splitlines() if l.startswith(("%WER", "%CER"))]
+    assert [l.split()[0] for l in lines] == ["%WER", "%CER"] * 4, r.stdout
+    assert lines[-2].endswith("| blstm_lm_test") and " | 3 " in lines[-2]  # test: the 3 transcribed utterances
+    assert (work / "exp" / "blstm" / "decode_lm_dev" / "scoring" / "cer_summary").is_file()
+    # without AN4_DIR stage 0 says what to give
+    r = run(tmp_path / "w2")
+    assert r.returncode == 1 and "give AN4_DIR" in r.stderr
