@@ -101,7 +101,6 @@ def all_reduce_grads(params: List[torch.Tensor], group=None) -> None:
     """SUM every parameter's gradient over ``group`` in one flat all-reduce (where the backend wants it)."""
     import torch.distributed as dist
 
-    from asrtrain.distributed.comm import set_flat_
     from asrtrain.distributed.ssgd import comm_device
 
     flat = torch.cat([p.grad.reshape(-1) for p in params])
