@@ -273,7 +273,8 @@ def write_datadir(data: DataDir, path: PathLike) -> None:
     path.mkdir(parents=True, exist_ok=True)
     write_table(path / "utt2spk", data.utt2spk)
     write_table(path / "spk2utt", spk2utt_from_utt2spk(data.utt2spk))
-    if data.wav_scp or data.feats_scp is None:
+    # A feature-only dir gets no empty wav.scp; one that has a wav.scp gets it rewritten, even empty.
+    if data.wav_scp or data.feats_scp is None or (path / "wav.scp").exists():
         write_table(path / "wav.scp", data.wav_scp)
     optional = {"text": data.text, "segments": data.segments, "feats.scp": data.feats_scp,
                 "utt2num_frames": data.utt2num_frames, "cmvn.scp": data.cmvn_scp,

@@ -106,11 +106,13 @@ def test_configs_load():
     strategies = {}
     for path in sorted((conf / "strategy").glob("*.yaml")):
         data = yaml.safe_load(path.read_text())
-        assert list(data) == ["dist"], path
+        assert list(data) == (["dist", "dp"] if path.stem.endswith("-dp") else ["dist"]), path
         cfg = load_config(path)
         strategies[path.stem] = (cfg.dist.strategy, cfg.dist.learners)
         assert cfg.dist.learners % 2 == 0 or cfg.dist.strategy == "ssgd"
-    assert strategies == {"ssgd": ("ssgd", 4), "adpsgd": ("adpsgd", 4), "h-adpsgd": ("h-adpsgd", 8)}
+    assert strategies == {"ssgd": ("ssgd", 4), "adpsgd": ("adpsgd", 4), "h-adpsgd": ("h-adpsgd", 8),
+                          "adpsgd-dp": ("adpsgd", 4), "periodic": ("periodic", 4),
+                          "periodic-adaptive": ("periodic", 4)}
     h = load_config(conf / "strategy" / "h-adpsgd.yaml").dist
     assert (h.learners // h.learners_per_node) % 2 == 0  # the leaders' ring must be bipartite
 
