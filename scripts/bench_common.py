@@ -127,21 +127,23 @@ def train(work: Path, name: str, corpus: Corpus, sets: Sequence[str], dev: bool 
     return run
 
 
-def train_concurrently(work: Path, names: Sequence[str], corpus: Corpus, sets: Sequence[str]) -> List[Run]:
+def train_concurrently(work: Path, names: Sequence[str], corpus: Corpus, sets: Sequence[str],
+                       extra: Optional[Sequence[Sequence[str]]] = None) -> List[Run]:
     """Several independent ``asrtrain train`` processes at once (no dev set): the same CPU load as a
-    multi-learner job without any communication, the fair baseline for communication overhead."""
+    multi-learner job without any communication, the fair baseline for communication overhead.
+    ``extra[i]`` are more ``--set`` overrides for run ``i`` only."""
     import subprocess
 
     exe = Path(sys.executable).parent / "asrtrain"
     procs, t0 = [], time.perf_counter()
     with open(Path(work) / "learners.log", "a") as logf:
-        for name in names:
+        for i, name in enumerate(names):
             exp = Path(work) / "runs" / name
             if exp.exists():
                 shutil.rmtree(exp)
             cmd = [str(exe), "train", "--config", str(RECIPE / "train.yaml"), "--train-data", str(corpus.train),
                    "--tokenizer", str(corpus.tokenizer), "--exp-dir", str(exp)]
-            for s in sets:
+            for s in list(sets) + list(extra[i] if extra else []):
                 cmd += ["--set", s]
             procs.append((name, exp, subprocess.Popen(cmd, stdout=logf, stderr=logf)))
         runs = []

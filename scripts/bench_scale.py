@@ -11,7 +11,8 @@
    h-adpsgd on 4
    (2 groups of 2), each with and without the last learner slowed 3x (``dist.slowdown``). The simulator
    gets parameters measured *outside* those runs: the step time of N independent single learners running
-   at once (the same CPU sharing, no communication), the batches per epoch, the model size, and the
+   at once (the same CPU sharing, no communication; with the first one slowed by dist.slowdown for the
+   slow cases, which gives the slowed learner's real step), the batches per epoch, the model size, and the
    latency and bandwidth of gloo on this machine (a ping-pong of 2 processes). It predicts rank 0's
    last-epoch time of each run, which is compared with the measured one.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import statistics
 import sys
 import time
@@ -36,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_common import STEP_RE, markdown_table, synth_corpus, train, train_concurrently  # noqa: E402
+from bench_common import STEP_RE, Run, markdown_table, synth_corpus, train, train_concurrently  # noqa: E402
 
 from asrtrain.distributed import simreport as sr  # noqa: E402
 from asrtrain.distributed.simulate import Cluster, Link, Plan, Workload, simulate_epoch  # noqa: E402
@@ -136,6 +138,38 @@ def mean_step_s(run, rank: int) -> float:
     return statistics.mean(per)
 
 
+def reuse(work: Path, names) -> list:
+    """The finished runs ``names`` already in ``work/runs`` (--reuse), or [] if any is missing."""
+    exps = [work / "runs" / name for name in names]
+    return [Run(e, float("nan")) for e in exps] if all((e / "final.pt").is_file() for e in exps) else []
+
+
+WINDOW_RE = re.compile(r"\[(\d+)\] INFO \S+: \[learner \d+\] epoch \d+ step \d+/\d+ (.*)$", re.M)
+
+
+def own_step_s(run, rank: int) -> float:
+    """Mean seconds per step of ``rank`` *without* its logged waits for others (the averaging round, the
+    lock, the all-reduce inside an H-ADPSGD group), over its log windows after the first: the compute it
+    really got, CPU sharing with the other learners included. Gossip strategies only (SSGD's count
+    all-reduce waits inside its compute time, so its waits are not all logged)."""
+    per = []
+    for m in WINDOW_RE.finditer(run.log()):
+        if int(m.group(1)) != rank:
+            continue
+        kv = dict(item.split("=", 1) for item in m.group(2).split())
+        n = float(kv.get("steps", 0)) or 5.0
+        waits = sum(float(kv.get(k, 0.0)) for k in ("round_wait_s", "lock_wait_s", "group_comm_s"))
+        per.append((n / float(kv["steps_per_s"]) - waits) / n)
+    per = per[1:] if len(per) > 1 else per
+    return statistics.mean(per)
+
+
+def batches_per_epoch(run, n: int, m: int, epochs: int) -> int:
+    """The run's data layout in the simulator's unit (batches of one learner's max_frames): its global
+    batches of m learners' frames (summed over the n / m groups' steps) times m."""
+    return m * sum(run.steps(r) for r in range(0, n, m)) // epochs
+
+
 def model_params(run) -> int:
     import torch
     state = torch.load(run.exp / "final.pt", map_location="cpu", weights_only=True)["model"]
@@ -151,35 +185,63 @@ def part_self(work: Path, args, out: dict) -> None:
             "train.warmup_steps=10", "train.log_every_steps=5", "train.average_last=1", "dist.timeout_s=120",
             f"train.max_frames={args.frames}", f"train.epochs={args.epochs}"]
     solo = base + ["dist.strategy=single"]
-    single = train_concurrently(work, ["cal_single2_0", "cal_single2_1"], corpus, solo)
-    step = {2: statistics.mean(mean_step_s(r, 0) for r in single)}
-    batches = single[0].steps(0) // args.epochs
-    params = model_params(single[0])
-    four = train_concurrently(work, [f"cal_single4_{i}" for i in range(4)], corpus, solo)
-    step[4] = statistics.mean(mean_step_s(r, 0) for r in four)
-    link = measure_gloo(params * 4)
-    print(f"step time of co-located single learners: 2 at once {step[2] * 1000:.1f} ms, 4 at once "
-          f"{step[4] * 1000:.1f} ms; {batches} batches per epoch; {params} parameters", flush=True)
-    configs = [("ssgd", 2, 0), ("adpsgd", 2, 0), ("ssgd", 4, 0), ("adpsgd", 4, 0), ("h-adpsgd", 4, 2)]
-    rows, errs = [], []
-    for strategy, n, per_node in configs:
-        for slow in (False, True):
+
+    def colocated(n: int, slow: bool):
+        """(normal, slow) mean step seconds of n single learners run at once, the first slowed 3x if asked:
+        the CPU sharing of an n-learner job, and what dist.slowdown really does to a step."""
+        names = [f"cal_single{n}_{i}{'_slow' if slow else ''}" for i in range(n)]
+        extra = [["dist.slowdown='0:3'"] if slow and i == 0 else [] for i in range(n)]
+        runs = reuse(work, names) if args.reuse else None
+        runs = runs or train_concurrently(work, names, corpus, solo, extra)
+        steps = [mean_step_s(r, 0) for r in runs]
+        normal = statistics.mean(steps[1:] if slow else steps)
+        return normal, (steps[0] if slow else normal), runs
+
+    link = None
+    rows, errs, in_run = [], [], []
+    groups = {2: [("ssgd", 0), ("adpsgd", 0)], 4: [("ssgd", 0), ("adpsgd", 0), ("h-adpsgd", 2)]}
+    # Other sessions share this machine: each baseline is measured right before the runs it predicts.
+    for n, slow in ((2, False), (2, True), (4, False), (4, True)):
+        normal, slowed, solo_runs = colocated(n, slow)
+        if link is None:
+            params = model_params(solo_runs[0])
+            link = measure_gloo(params * 4)
+        print(f"co-located single learners, {n} at once{', the first slowed 3x' if slow else ''}: "
+              f"{normal * 1000:.1f} ms per step" + (f", slowed one {slowed * 1000:.1f} ms "
+                                                    f"(x{slowed / normal:.2f})" if slow else ""), flush=True)
+        for strategy, per_node in groups[n]:
             sets = base + [f"dist.strategy={strategy}", f"dist.learners={n}"]
             sets += [f"dist.learners_per_node={per_node}"] if per_node else []
             sets += [f"dist.slowdown='{n - 1}:3'"] if slow else []
             name = f"cal_{strategy}{n}{'_slow' if slow else ''}"
-            run = train(work, name, corpus, sets)
-            measured = run.history()[-1]["seconds"]
-            w = Workload(step_s=step[n], batches=batches, params=params, slow_factor=3.0 if slow else 1.0,
-                         slow_learners=1 if slow else 0)
+            run = ((reuse(work, [name]) if args.reuse else None) or [train(work, name, corpus, sets)])[0]
+            measured, load = run.history()[-1]["seconds"], os.getloadavg()[0]
+            m = n if strategy == "ssgd" else max(1, per_node)
+            w = Workload(step_s=normal, batches=batches_per_epoch(run, n, m, args.epochs), params=params,
+                         slow_factor=slowed / normal, slow_learners=1 if slow else 0)
             c = Cluster(intra=link, inter=link, learners_per_node=n)
             pred = simulate_epoch(Plan(strategy, group_size=per_node), n, w, c).epoch_s
             err = (pred - measured) / measured
             errs.append(abs(err))
-            rows.append([name[4:], n, f"{measured:.2f}", f"{pred:.2f}", f"{err:+.3f}"])
+            if strategy != "ssgd":  # the same model fed with the compute each learner got in the run
+                own = [own_step_s(run, r) for r in range(n)]
+                normal_in = statistics.mean(own[:-1] if slow else own)
+                w_in = replace(w, step_s=normal_in, slow_factor=own[-1] / normal_in if slow else 1.0)
+                pred_in = simulate_epoch(Plan(strategy, group_size=per_node), n, w_in, c).epoch_s
+                in_run.append(abs(pred_in - measured) / measured)
+                print(f"    with in-run step times ({normal_in * 1000:.0f} ms"
+                      f"{f', slowed x{own[-1] / normal_in:.2f}' if slow else ''}): predicted {pred_in:.2f} s "
+                      f"({(pred_in - measured) / measured:+.3f})")
+            rows.append([name[4:], n, f"{normal * 1000:.0f}", f"{measured:.2f}", f"{pred:.2f}",
+                         f"{err:+.3f}", f"{load:.1f}"])
             print(f"  {name[4:]}: measured {measured:.2f} s, predicted {pred:.2f} s ({err:+.3f})", flush=True)
-    print(markdown_table(["run", "learners", "measured epoch s", "predicted epoch s", "rel. error"], rows))
+    print(markdown_table(["run", "learners", "co-located step ms", "measured epoch s", "predicted epoch s",
+                          "rel. error", "load avg (1 min)"], rows))
     out["self_err"] = max(errs)
+    two = [e for row, e in zip(rows, errs) if row[1] == 2]
+    print(f"worst relative error: {max(errs):.3f} over all runs; {max(two):.3f} over the 2-learner runs "
+          f"(one core each); {max(in_run):.3f} for adpsgd/h-adpsgd fed the step times each learner got "
+          "in the run")
 
 
 def main() -> None:
@@ -191,6 +253,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=1, help="epochs per run; the last one is timed")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--reuse", action="store_true", help="reuse finished runs in --work/runs (re-analysis)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     work = args.work.resolve()
