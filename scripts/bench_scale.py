@@ -214,8 +214,10 @@ def part_self(work: Path, args, out: dict) -> None:
             sets += [f"dist.learners_per_node={per_node}"] if per_node else []
             sets += [f"dist.slowdown='{n - 1}:3'"] if slow else []
             name = f"cal_{strategy}{n}{'_slow' if slow else ''}"
-            run = ((reuse(work, [name]) if args.reuse else None) or [train(work, name, corpus, sets)])[0]
-            measured, load = run.history()[-1]["seconds"], os.getloadavg()[0]
+            cached = reuse(work, [name]) if args.reuse else []
+            run = cached[0] if cached else train(work, name, corpus, sets)
+            measured = run.history()[-1]["seconds"]
+            load = "n/a" if cached else f"{os.getloadavg()[0]:.1f}"
             m = n if strategy == "ssgd" else max(1, per_node)
             w = Workload(step_s=normal, batches=batches_per_epoch(run, n, m, args.epochs), params=params,
                          slow_factor=slowed / normal, slow_learners=1 if slow else 0)
@@ -223,6 +225,8 @@ def part_self(work: Path, args, out: dict) -> None:
             pred = simulate_epoch(Plan(strategy, group_size=per_node), n, w, c).epoch_s
             err = (pred - measured) / measured
             errs.append(abs(err))
+            print(f"  {name[4:]}: measured {measured:.2f} s, predicted {pred:.2f} s ({err:+.3f})", flush=True)
+            in_col = "-"
             if strategy != "ssgd":  # the same model fed with the compute each learner got in the run
                 own = [own_step_s(run, r) for r in range(n)]
                 normal_in = statistics.mean(own[:-1] if slow else own)
@@ -232,11 +236,11 @@ def part_self(work: Path, args, out: dict) -> None:
                 print(f"    with in-run step times ({normal_in * 1000:.0f} ms"
                       f"{f', slowed x{own[-1] / normal_in:.2f}' if slow else ''}): predicted {pred_in:.2f} s "
                       f"({(pred_in - measured) / measured:+.3f})")
+                in_col = f"{pred_in:.2f} ({(pred_in - measured) / measured:+.3f})"
             rows.append([name[4:], n, f"{normal * 1000:.0f}", f"{measured:.2f}", f"{pred:.2f}",
-                         f"{err:+.3f}", f"{load:.1f}"])
-            print(f"  {name[4:]}: measured {measured:.2f} s, predicted {pred:.2f} s ({err:+.3f})", flush=True)
+                         f"{err:+.3f}", in_col, load])
     print(markdown_table(["run", "learners", "co-located step ms", "measured epoch s", "predicted epoch s",
-                          "rel. error", "load avg (1 min)"], rows))
+                          "rel. error", "predicted from in-run steps", "load avg (1 min)"], rows))
     out["self_err"] = max(errs)
     two = [e for row, e in zip(rows, errs) if row[1] == 2]
     print(f"worst relative error: {max(errs):.3f} over all runs; {max(two):.3f} over the 2-learner runs "
