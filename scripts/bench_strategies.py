@@ -20,7 +20,7 @@ smaller, ``model.num_layers=2 model.hidden=128`` (``--quick``: 1 x 32), warmup 1
    greedy printed beside it) of single (max_frames 4F) vs ADPSGD (4 learners, F each) vs
    H-ADPSGD (4 learners, 2 per group, F each), same epochs (--epochs, 10), same global batch (F = 1000).
 4. largebatch: SSGD vs ADPSGD (fixed ring; random partners from 4 learners up) on --learners N (2; 16 or 32
-   at scale) at global batches m x B (--lb-mult, 1,2,3,4; B = --lb-base, 1000 frames x N), --seeds (1,2,3),
+   at scale) at global batches m x B (--lb-mult, 1,2,3,4; B = --lb-base, 1000 frames x N), --lb-seeds (1,2,3),
    --lb-epochs (5) epochs, learning rate per --lr-rule (none: not rescaled). Evaluates the
    **learner-averaged** model of every epoch checkpoint (dev loss per token and greedy dev WER), and
    shows fixed vs random partners per epoch with each schedule's spectral gap; writes largebatch.png and
@@ -50,8 +50,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_common import (RECIPE, Corpus, averaged_dev_curve, decode_wer, markdown_table,  # noqa: E402
-                          step_seconds, synth_corpus, train, train_concurrently)
+from bench_common import (Corpus, decode_wer, markdown_table, step_seconds, synth_corpus, train,  # noqa: E402
+                          train_concurrently)
 
 PARTS = ("step", "hetero", "convergence", "largebatch")
 
@@ -60,14 +60,11 @@ def sizes(quick: bool, args) -> dict:
     """Every size the parts use; --quick shrinks them so the whole script is a smoke test."""
     if quick:
         return dict(hours=0.02, dev_utts=16, test_utts=16, tok=("char", 60), model=(1, 32), frames=1500,
-                    step_epochs=2, hetero_epochs=1, conv_frames=800, conv_epochs=1,
-                    lb_base=args.lb_base or 750 * args.learners, lb_mult=args.lb_mult or (1, 2), lb_epochs=1,
-                    log_every=1, learners=args.learners, seeds=args.seeds, lr_rule=args.lr_rule)
+                    step_epochs=2, hetero_epochs=1, conv_frames=800, conv_epochs=1, lb_base=1500,
+                    lb_mult=(1, 2), lb_epochs=1, log_every=1)
     return dict(hours=args.hours, dev_utts=100, test_utts=200, tok=("unigram", 150), model=(2, 128),
                 frames=4000, step_epochs=2, hetero_epochs=3, conv_frames=1000, conv_epochs=args.epochs,
-                lb_base=args.lb_base or 1000 * args.learners, lb_mult=args.lb_mult or (1, 2, 3, 4),
-                lb_epochs=args.lb_epochs, log_every=5, learners=args.learners, seeds=args.seeds,
-                lr_rule=args.lr_rule)
+                lb_base=2000, lb_mult=(1, 2, 4, 8), lb_epochs=args.lb_epochs, log_every=5)
 
 
 def common_sets(s: dict) -> list:
@@ -161,6 +158,14 @@ def part_convergence(work: Path, corpus: Corpus, s: dict, results: dict) -> None
               f"{(greedy[name] - greedy['single']) / max(greedy['single'], 1e-9):+.3f})")
 
 
+def largebatch_sizes(quick: bool, args) -> dict:
+    """Part 4's sizes (issue 13): learners, base global batch, multiples, seeds, learning-rate rule."""
+    base = args.lb_base or (750 if quick else 1000) * args.learners
+    mult = args.lb_mult or ((1, 2) if quick else (1, 2, 3, 4))
+    return dict(lb_base=base, lb_mult=mult, learners=args.learners, lb_seeds=args.lb_seeds,
+                lr_rule=args.lr_rule)
+
+
 LB_STRATEGIES = {"ssgd": ("ssgd", []), "adpsgd-fixed": ("adpsgd", ["dist.averaging=fixed"]),
                  "adpsgd-random": ("adpsgd", ["dist.averaging=random"])}
 
@@ -171,6 +176,8 @@ def lr_sets(rule: str, mult: int) -> list:
     if rule == "none":
         return []
     import yaml
+
+    from bench_common import RECIPE
     base = yaml.safe_load((RECIPE / "train.yaml").read_text())["train"]["lr"]
     return [f"train.lr={base * (mult ** 0.5 if rule == 'sqrt' else mult):.6g}"]
 
@@ -182,7 +189,9 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
 
     from asrtrain.distributed.topology import gap_row
 
-    n, b, epochs, seeds = s["learners"], s["lb_base"], s["lb_epochs"], s["seeds"]
+    from bench_common import averaged_dev_curve
+
+    n, b, epochs, seeds = s["learners"], s["lb_base"], s["lb_epochs"], s["lb_seeds"]
     names = [k for k in LB_STRATEGIES if n >= 4 or k != "adpsgd-random"]  # at 2 the only partner is fixed
     print(f"== 4. large batch: {n} learners, global batch m x {b} frames (m in {s['lb_mult']}), {epochs} "
           f"epochs, seeds {seeds}, lr rule {s['lr_rule']}; learner-averaged model on dev", flush=True)
@@ -260,25 +269,25 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("bench_out"), help="cache and output dir")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a ~2-3 minute smoke test")
-    ap.add_argument("--hours", type=float, default=1.0, help="synthetic training speech (full run)")
-    ap.add_argument("--epochs", type=int, default=10, help="convergence epochs (full run)")
-    ap.add_argument("--lb-epochs", type=int, default=5, help="large-batch epochs (full run)")
     ap.add_argument("--learners", type=int, default=2, help="large batch: learners (even; 16, 32 at scale)")
     ap.add_argument("--lb-base", type=int, default=0, help="large batch: base global batch B in frames "
                     "(default 1000 x learners; --quick 750 x learners)")
     ap.add_argument("--lb-mult", type=lambda v: tuple(int(x) for x in v.split(",")), default=None,
                     help="large batch: multiples of B (default 1,2,3,4; --quick 1,2)")
-    ap.add_argument("--seeds", type=lambda v: tuple(int(x) for x in v.split(",")), default=(1, 2, 3),
+    ap.add_argument("--lb-seeds", type=lambda v: tuple(int(x) for x in v.split(",")), default=(1, 2, 3),
                     help="large batch: training seeds (default 1,2,3)")
     ap.add_argument("--lr-rule", choices=("none", "sqrt", "linear"), default="none",
                     help="large batch: learning rate at m x B (none: the recipe's, as the README documents)")
+    ap.add_argument("--hours", type=float, default=1.0, help="synthetic training speech (full run)")
+    ap.add_argument("--epochs", type=int, default=10, help="convergence epochs (full run)")
+    ap.add_argument("--lb-epochs", type=int, default=5, help="large-batch epochs (full run)")
     args = ap.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     bad = [p for p in parts if p not in PARTS]
     if bad:
         ap.error(f"unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    s = sizes(args.quick, args)
+    s = {**sizes(args.quick, args), **largebatch_sizes(args.quick, args)}
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
