@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "score": ("asrtrain.commands.score", "score", "Score hypotheses: Kaldi text, or Hub5 stm/ctm with a GLM."),
     "topology": ("asrtrain.commands.topology", "topology", "Print the spectral gap of an ADPSGD mixing schedule."),
     "average": ("asrtrain.commands.average", "average", "Average the last K checkpoints of an exp dir."),
+    "simulate": ("asrtrain.commands.simulate", "simulate", "Predict epoch time and speed-up of the strategies on 1..1024 learners."),
 }
 
 

@@ -127,21 +127,23 @@ def train(work: Path, name: str, corpus: Corpus, sets: Sequence[str], dev: bool 
     return run
 
 
-def train_concurrently(work: Path, names: Sequence[str], corpus: Corpus, sets: Sequence[str]) -> List[Run]:
+def train_concurrently(work: Path, names: Sequence[str], corpus: Corpus, sets: Sequence[str],
+                       extra: Optional[Sequence[Sequence[str]]] = None) -> List[Run]:
     """Several independent ``asrtrain train`` processes at once (no dev set): the same CPU load as a
-    multi-learner job without any communication, the fair baseline for communication overhead."""
+    multi-learner job without any communication, the fair baseline for communication overhead.
+    ``extra[i]`` are more ``--set`` overrides for run ``i`` only."""
     import subprocess
 
     exe = Path(sys.executable).parent / "asrtrain"
     procs, t0 = [], time.perf_counter()
     with open(Path(work) / "learners.log", "a") as logf:
-        for name in names:
+        for i, name in enumerate(names):
             exp = Path(work) / "runs" / name
             if exp.exists():
                 shutil.rmtree(exp)
             cmd = [str(exe), "train", "--config", str(RECIPE / "train.yaml"), "--train-data", str(corpus.train),
                    "--tokenizer", str(corpus.tokenizer), "--exp-dir", str(exp)]
-            for s in sets:
+            for s in list(sets) + list(extra[i] if extra else []):
                 cmd += ["--set", s]
             procs.append((name, exp, subprocess.Popen(cmd, stdout=logf, stderr=logf)))
         runs = []
@@ -177,6 +179,33 @@ def decode_wer(run: Run, corpus: Corpus, lm: bool = False) -> float:
         else:
             decode(run.exp, corpus.test, out)
     return score_text(corpus.test_text, out / "text").wer
+
+
+def averaged_dev_curve(run: Run, corpus: Corpus) -> List[Dict[str, float]]:
+    """Per epoch, the **learner-averaged** model's dev loss (per token) and greedy dev WER (%).
+
+    Each epoch checkpoint holds ``avg_model``, the mean of all learners' weights at that epoch's end
+    (for ADPSGD not what any one learner holds); this evaluates it on the whole dev set in this process.
+    """
+    from asrtrain.decode.run import decode, load_model
+    from asrtrain.distributed.base import Strategy
+    from asrtrain.score.report import score_text
+    from asrtrain.text.tokenizer import Tokenizer
+    from asrtrain.train import checkpoint as ckpt
+    from asrtrain.train.dataset import AsrDataset
+    from asrtrain.train.loop import compute_validation_loss
+
+    rows = []
+    with output_to(run.exp.parent.parent / "learners.log"):
+        for i, path in enumerate(ckpt.epoch_checkpoints(run.exp), start=1):
+            cfg, model = load_model(run.exp, path)
+            dev = AsrDataset(corpus.dev, cfg.model.subsample, Tokenizer(run.exp / "tokenizer.model"))
+            loss = compute_validation_loss(model, Strategy(), dev, cfg)
+            out = run.exp / f"decode_dev_avg_epoch{i}"
+            decode(run.exp, corpus.dev, out, method="greedy", checkpoint=path)
+            wer = score_text(corpus.dev / "text", out / "text").wer
+            rows.append({"epoch": i, "dev_loss": loss, "dev_wer": wer})
+    return rows
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:

@@ -19,9 +19,14 @@ smaller, ``model.num_layers=2 model.hidden=128`` (``--quick``: 1 x 32), warmup 1
 3. convergence: test WER (the recipe's lexicon search with a trigram of the training transcripts;
    greedy printed beside it) of single (max_frames 4F) vs ADPSGD (4 learners, F each) vs
    H-ADPSGD (4 learners, 2 per group, F each), same epochs (--epochs, 10), same global batch (F = 1000).
-4. largebatch: final dev loss after --lb-epochs (5) epochs at global batches of 1, 2, 4, 8 x 2000 frames,
-   SSGD vs ADPSGD with 2 learners, relative to SSGD at the base batch (lr not rescaled);
-   writes largebatch.png and largebatch.md into --work.
+4. largebatch: SSGD vs ADPSGD (fixed ring; random partners from 4 learners up) on --learners N (2; 16 or 32
+   at scale) at global batches m x B (--lb-mult, 1,2,3,4; B = --lb-base, 1000 frames x N), --lb-seeds (1,2,3),
+   --lb-epochs (5) epochs, learning rate per --lr-rule (none: not rescaled). Evaluates the
+   **learner-averaged** model of every epoch checkpoint (dev loss per token and greedy dev WER), and
+   shows fixed vs random partners per epoch with each schedule's spectral gap; writes largebatch.png and
+   largebatch.md into --work. (Before issue 13 this part read each learner's own model's dev loss.)
+
+       python scripts/bench_strategies.py --parts largebatch --learners 16
 
 Full-run data: --hours 1.0 of synthetic training speech (~1160 utterances), 100 dev and 200 test
 utterances; parts 1 and 2 use max_frames 4000 per learner, 2 and 3 epochs. The README's step and
@@ -157,41 +162,110 @@ def part_convergence(work: Path, corpus: Corpus, s: dict, results: dict) -> None
               f"{(greedy[name] - greedy['single']) / max(greedy['single'], 1e-9):+.3f})")
 
 
+def largebatch_sizes(quick: bool, args) -> dict:
+    """Part 4's sizes (issue 13): learners, base global batch, multiples, seeds, learning-rate rule."""
+    base = args.lb_base or (750 if quick else 1000) * args.learners
+    mult = args.lb_mult or ((1, 2) if quick else (1, 2, 3, 4))
+    return dict(lb_base=base, lb_mult=mult, learners=args.learners, lb_seeds=args.lb_seeds,
+                lr_rule=args.lr_rule)
+
+
+LB_STRATEGIES = {"ssgd": ("ssgd", []), "adpsgd-fixed": ("adpsgd", ["dist.averaging=fixed"]),
+                 "adpsgd-random": ("adpsgd", ["dist.averaging=random"])}
+
+
+def lr_sets(rule: str, mult: int) -> list:
+    """The learning rate at ``mult`` x the base batch: ``none`` keeps the recipe's (what the README
+    documents), ``sqrt`` / ``linear`` scale it by sqrt(mult) / mult."""
+    if rule == "none":
+        return []
+    import yaml
+
+    from bench_common import RECIPE
+    base = yaml.safe_load((RECIPE / "train.yaml").read_text())["train"]["lr"]
+    return [f"train.lr={base * (mult ** 0.5 if rule == 'sqrt' else mult):.6g}"]
+
+
 def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
-    b, epochs = s["lb_base"], s["lb_epochs"]
-    print(f"== 4. large batch: dev loss after {epochs} epochs, global batch = m x {b} frames, 2 learners",
-          flush=True)
-    base = common_sets(s) + [f"train.epochs={epochs}"]
-    loss = {}
+    """SSGD vs ADPSGD (fixed ring, random partners) on N learners at global batches m x B, S seeds; dev
+    loss and greedy dev WER of the learner-averaged model (the epoch checkpoints' avg_model) per epoch."""
+    import statistics as st
+
+    from asrtrain.distributed.topology import gap_row
+
+    from bench_common import averaged_dev_curve
+
+    n, b, epochs, seeds = s["learners"], s["lb_base"], s["lb_epochs"], s["lb_seeds"]
+    names = [k for k in LB_STRATEGIES if n >= 4 or k != "adpsgd-random"]  # at 2 the only partner is fixed
+    print(f"== 4. large batch: {n} learners, global batch m x {b} frames (m in {s['lb_mult']}), {epochs} "
+          f"epochs, seeds {seeds}, lr rule {s['lr_rule']}; learner-averaged model on dev", flush=True)
+    base = common_sets(s) + [f"train.epochs={epochs}", f"dist.timeout_s={max(120, 20 * n)}"]
+    curves = {}
     for m in s["lb_mult"]:
-        per = b * m // 2
-        for name, strat in (("ssgd", "ssgd"), ("adpsgd", "adpsgd")):
-            sets = base + strategy_sets(strat, 2) + [f"train.max_frames={per}"]
-            run = train(work, f"lb_{name}_{m}x", corpus, sets, dev=True)
-            loss[name, m] = run.history()[-1]["dev_loss"]
-    ref = loss["ssgd", s["lb_mult"][0]]
-    rows = [[m * b, m, loss["ssgd", m], loss["adpsgd", m], loss["ssgd", m] / ref, loss["adpsgd", m] / ref]
-            for m in s["lb_mult"]]
-    table = markdown_table(["global max_frames", "x base", "SSGD dev loss", "ADPSGD dev loss",
-                            "SSGD / base", "ADPSGD / base"], rows)
-    (work / "largebatch.md").write_text(f"Dev loss after {epochs} epochs, 2 learners; base = SSGD at "
-                                        f"{b} frames.\n\n{table}\n")
+        per = b * m // n
+        for seed in seeds:
+            for name in names:
+                strat, extra = LB_STRATEGIES[name]
+                sets = base + strategy_sets(strat, n) + extra + lr_sets(s["lr_rule"], m)
+                sets += [f"train.max_frames={per}", f"train.seed={seed}"]
+                run = train(work, f"lb{n}_{name}_{m}x_s{seed}", corpus, sets, dev=True)
+                curves[name, m, seed] = averaged_dev_curve(run, corpus)
+                last = curves[name, m, seed][-1]
+                print(f"  {name} {m}x seed {seed}: averaged-model dev loss {last['dev_loss']:.3f}, "
+                      f"dev WER {last['dev_wer']:.1f}%", flush=True)
+
+    def agg(name, m, key):
+        vals = [curves[name, m, sd][-1][key] for sd in seeds]
+        return st.mean(vals), (st.stdev(vals) if len(vals) > 1 else 0.0)
+
+    ref = agg("ssgd", s["lb_mult"][0], "dev_loss")[0]
+    rows = []
+    for m in s["lb_mult"]:
+        row = [m * b, m]
+        for name in names:
+            loss, sd = agg(name, m, "dev_loss")
+            wer, wsd = agg(name, m, "dev_wer")
+            row += [f"{loss:.3f} +- {sd:.3f} ({loss / ref:.3f})", f"{wer:.1f} +- {wsd:.1f}"]
+        rows.append(row)
+    header = ["global batch (frames)", "x B"]
+    for name in names:
+        header += [f"{name} dev loss (/ SSGD at B)", f"{name} dev WER %"]
+    table = markdown_table(header, rows)
+    gaps = {name: gap_row(n, LB_STRATEGIES[name][1][0].split("=")[1]).gap for name in names if name != "ssgd"}
+    conv = [[e + 1] + [f"{st.mean(curves[name, s['lb_mult'][0], sd][e]['dev_loss'] for sd in seeds):.3f}"
+                       for name in names] for e in range(epochs)]
+    conv_header = ["epoch"] + [f"{k} (gap {gaps[k]:.3f})" if k in gaps else k for k in names]
+    conv_table = markdown_table(conv_header, conv)
+    note = (f"{n} learners, {corpus.train_utts} training utterances, {epochs} epochs, seeds {list(seeds)}, "
+            f"lr rule {s['lr_rule']}; learner-averaged model (mean +- sd over seeds; loss per token).")
+    (work / "largebatch.md").write_text(f"Final dev loss and greedy dev WER: {note}\n\n{table}\n\n"
+                                        f"Dev loss per epoch at the base batch {b} (spectral gap of the "
+                                        f"schedule at {n}):\n\n{conv_table}\n")
     print(table)
+    print(conv_table)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for i, name in ((4, "SSGD"), (5, "ADPSGD")):
-        ax.plot([r[0] for r in rows], [r[i] for r in rows], marker="o", label=name)
-    ax.set_xscale("log", base=2)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for name in names:
+        ax.plot([m * b for m in s["lb_mult"]], [agg(name, m, "dev_loss")[0] / ref for m in s["lb_mult"]],
+                marker="o", label=name)
+        bx.plot(range(1, epochs + 1), [r[1 + names.index(name)] for r in conv], marker="o",
+                label=name + (f" (gap {gaps[name]:.2f})" if name in gaps else ""))
     ax.set_xlabel("global batch (padded frames)")
-    ax.set_ylabel("dev loss / SSGD base-batch dev loss")
-    ax.set_title(f"Large batch, {epochs} epochs, 2 learners")
-    ax.legend()
+    ax.set_ylabel("averaged-model dev loss / SSGD at B")
+    ax.set_title(f"{n} learners, {epochs} epochs", fontsize=9)
+    ax.legend(fontsize=8)
+    bx.set_xlabel("epoch")
+    bx.set_ylabel(f"dev loss at {b} frames")
+    bx.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(work / "largebatch.png", dpi=120)
+    plt.close(fig)
     print(f"wrote {work / 'largebatch.png'} and {work / 'largebatch.md'}", flush=True)
-    results["largebatch_adpsgd_over_ssgd_at_max"] = rows[-1][5] / rows[-1][4]
+    top = s["lb_mult"][-1]
+    ratio = agg("adpsgd-fixed", top, "dev_loss")[0] / agg("ssgd", top, "dev_loss")[0]
+    results["largebatch_adpsgd_over_ssgd_at_max"] = ratio
 
 
 def main() -> None:
@@ -199,6 +273,15 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("bench_out"), help="cache and output dir")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a ~2-3 minute smoke test")
+    ap.add_argument("--learners", type=int, default=2, help="large batch: learners (even; 16, 32 at scale)")
+    ap.add_argument("--lb-base", type=int, default=0, help="large batch: base global batch B in frames "
+                    "(default 1000 x learners; --quick 750 x learners)")
+    ap.add_argument("--lb-mult", type=lambda v: tuple(int(x) for x in v.split(",")), default=None,
+                    help="large batch: multiples of B (default 1,2,3,4; --quick 1,2)")
+    ap.add_argument("--lb-seeds", type=lambda v: tuple(int(x) for x in v.split(",")), default=(1, 2, 3),
+                    help="large batch: training seeds (default 1,2,3)")
+    ap.add_argument("--lr-rule", choices=("none", "sqrt", "linear"), default="none",
+                    help="large batch: learning rate at m x B (none: the recipe's, as the README documents)")
     ap.add_argument("--hours", type=float, default=1.0, help="synthetic training speech (full run)")
     ap.add_argument("--epochs", type=int, default=10, help="convergence epochs (full run)")
     ap.add_argument("--lb-epochs", type=int, default=5, help="large-batch epochs (full run)")
@@ -209,7 +292,7 @@ def main() -> None:
     if bad:
         ap.error(f"unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    s = sizes(args.quick, args)
+    s = {**sizes(args.quick, args), **largebatch_sizes(args.quick, args)}
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()

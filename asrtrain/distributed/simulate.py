@@ -1,0 +1,400 @@
+"""An event-driven model of one training epoch under ``ssgd``, ``adpsgd`` and ``h-adpsgd``.
+
+What it answers: how long an epoch takes on N learners, the speed-up over one learner, the bytes each
+learner sends and the mean staleness of the averaging, before anybody buys cluster time. It is a
+*model*: every figure it prints is a prediction from the inputs below, nothing more.
+
+**Inputs.**
+
+- :class:`Workload`: one learner's step time (mean, a spread, and a slow-learner factor for the
+  last ``slow_learners`` ranks), the batches of one epoch at one learner's batch, the model size.
+  A step's time is ``step_s * factor * L`` with ``L`` log-normal of mean 1 and coefficient of variation
+  ``spread``, drawn from a generator seeded by (seed, rank): runs are deterministic.
+- :class:`Cluster`: an alpha-beta network, ``latency + bytes / bandwidth``, with one :class:`Link` inside
+  a node and one between nodes (``learners_per_node`` consecutive ranks share a node); the per-exchange
+  cost of the gossip's snapshot and averaging; the per-step cost of folding averaging into the weights.
+
+**Communication costs** (``n`` learners, ``B`` bytes, ``link`` the slowest link the group spans):
+
+- ring all-reduce: ``2 (n - 1) latency + 2 (n - 1) / n * B / bandwidth``;
+- a scalar all-reduce (the loss count): ``2 ceil(log2 n) latency`` (a tree);
+- broadcast (pipelined chain): ``(n - 1) latency + B / bandwidth``;
+- one gossip exchange: the request (``B``) to the passive, then its reply (``B``).
+
+**Overlap rules: what waits for what** (as :mod:`asrtrain.distributed.adpsgd`, ``hadpsgd`` and ``comm``
+implement them):
+
+- ``ssgd``: every learner takes a slice of every global batch (``ceil(batches / n)`` steps); each step
+  ends when the slowest learner has computed, then the count and gradient all-reduces run. Nothing
+  overlaps.
+- ``adpsgd``: each learner trains its own stream of batches (static: every n-th batch; dynamic: the
+  next unclaimed one). An *active* (even) learner starts round k when step k starts (the snapshot is
+  the weights step k computes on); the round overlaps step k's compute, and step k waits for it at its
+  end, unless ``delay_by_one``: then step k + 1 waits for round k before starting round k + 1.
+  Actives only talk to passives; a passive's thread serves requests one at a time **in arrival order**,
+  so two actives choosing one passive queue (passive contention). Transfers between nodes hold the
+  sending node's outgoing and the receiving node's incoming NIC (first come, first served); transfers
+  inside a node do not contend. Partners: ``fixed`` alternates right and left ring neighbours,
+  ``random`` draws a passive uniformly (seeded by seed, rank, round, as ``Gossip.partner``).
+- ``h-adpsgd``: groups of M consecutive ranks step as one: the group's step is its slowest member's
+  compute plus the count and gradient all-reduces inside the group; the leaders gossip as ADPSGD
+  learners (round k starts with step k and is waited for at its end unless delay-by-one); every step
+  ends with the fold and the broadcast of the leader's weights inside the group.
+- ``adpsgd`` and ``h-adpsgd`` end the epoch when every learner has finished and its last round has
+  landed, then a world all-reduce of the float64 weights (the consensus distance) runs.
+
+**Outputs** (:class:`EpochResult`): epoch seconds, speed-up (one normal-speed learner's epoch over
+this one, the same data), bytes sent per learner in the epoch, and staleness: the mean, over active
+rounds, of the optimizer steps the active took between its snapshot and the write-back (the passive
+side's snapshot is written back at once, so it is 0 there).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, Iterator, List, Optional
+
+import numpy as np
+
+from asrtrain.errors import AsrError
+
+STRATEGIES = ("single", "ssgd", "adpsgd", "h-adpsgd")
+
+
+@dataclass(frozen=True)
+class Link:
+    """Alpha-beta link: a message of ``b`` bytes takes ``latency_s + b / bandwidth_Bps`` seconds."""
+
+    latency_s: float
+    bandwidth_Bps: float
+
+    def seconds(self, nbytes: float) -> float:
+        return self.latency_s + nbytes / self.bandwidth_Bps
+
+
+@dataclass(frozen=True)
+class Cluster:
+    intra: Link  # between learners of one node (NVLink, shared memory)
+    inter: Link  # between nodes (one NIC per node, full duplex)
+    learners_per_node: int = 8
+    exchange_overhead_s: float = 0.0  # per gossip exchange, each side: snapshot + averaging
+    fold_s: float = 0.0  # per step, on a gossiping learner's critical path: fold the delta into the weights
+
+    def node(self, rank: int) -> int:
+        return rank // max(1, self.learners_per_node)
+
+    def link(self, ranks: List[int]) -> Link:
+        """The link a group of ranks communicates over: the inter-node one if it spans nodes."""
+        return self.intra if len({self.node(r) for r in ranks}) <= 1 else self.inter
+
+
+@dataclass(frozen=True)
+class Workload:
+    step_s: float  # mean seconds of one learner's step at its batch (forward, backward, update)
+    batches: int  # batches in one epoch at one learner's batch (= steps of a single learner)
+    params: int
+    bytes_per_param: int = 4
+    spread: float = 0.0  # coefficient of variation of a step's time
+    slow_factor: float = 1.0  # the last `slow_learners` ranks step this many times slower
+    slow_learners: int = 0  # (only when at least one normal learner remains)
+    seed: int = 1
+
+    @property
+    def model_bytes(self) -> int:
+        return self.params * self.bytes_per_param
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A strategy and its options, e.g. ``Plan("adpsgd", "random", delay_by_one=True)``."""
+
+    strategy: str
+    schedule: str = "fixed"  # fixed | random (adpsgd, h-adpsgd)
+    delay_by_one: bool = False
+    group_size: int = 0  # h-adpsgd; 0 = learners per node (at most n / 2)
+    balance: str = "static"  # static | dynamic
+
+    @property
+    def label(self) -> str:
+        out = self.strategy
+        if self.strategy in ("adpsgd", "h-adpsgd"):
+            out += "-random" if self.schedule == "random" else ""
+            out += "-dbo" if self.delay_by_one else ""
+        return out
+
+
+def parse_plan(label: str, balance: str = "static") -> Plan:
+    """``ssgd``, ``adpsgd[-random][-dbo]``, ``h-adpsgd[-random][-dbo]`` -> a :class:`Plan`."""
+    rest, dbo, schedule = label.strip(), False, "fixed"
+    if rest.endswith("-dbo"):
+        rest, dbo = rest[:-4], True
+    if rest.endswith("-random"):
+        rest, schedule = rest[:-7], "random"
+    if rest not in STRATEGIES or (rest in ("single", "ssgd") and (dbo or schedule != "fixed")):
+        raise AsrError(f"unknown strategy {label!r}",
+                       fix="use ssgd, adpsgd[-random][-dbo] or h-adpsgd[-random][-dbo]")
+    return Plan(rest, schedule, dbo, 0, balance)
+
+
+@dataclass(frozen=True)
+class EpochResult:
+    label: str
+    learners: int
+    epoch_s: float
+    speedup: float
+    bytes_per_learner: float
+    staleness: float
+    steps: float  # mean optimizer steps per learner (per group for h-adpsgd)
+
+
+# -- collective costs ---------------------------------------------------------------------------------
+
+def ring_allreduce_s(n: int, nbytes: float, link: Link) -> float:
+    """``2 (n-1) latency + 2 (n-1)/n * nbytes / bandwidth``; 0 for one learner."""
+    if n <= 1:
+        return 0.0
+    return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * nbytes / link.bandwidth_Bps
+
+
+def scalar_allreduce_s(n: int, link: Link) -> float:
+    return 0.0 if n <= 1 else 2 * math.ceil(math.log2(n)) * link.latency_s
+
+
+def broadcast_s(n: int, nbytes: float, link: Link) -> float:
+    return 0.0 if n <= 1 else (n - 1) * link.latency_s + nbytes / link.bandwidth_Bps
+
+
+# -- step times ---------------------------------------------------------------------------------------
+
+def _is_slow(w: Workload, rank: int, n: int) -> bool:
+    return 0 < w.slow_learners < n and rank >= n - w.slow_learners
+
+
+class StepTimes:
+    """Deterministic per-rank step-time draws (``draw(rank)`` gives that rank's next step)."""
+
+    def __init__(self, w: Workload, n: int):
+        self.w, self.n = w, n
+        self.sigma = math.sqrt(math.log1p(w.spread ** 2))
+        self._rngs: Dict[int, np.random.Generator] = {}
+        self._buf: Dict[int, List[float]] = {}
+
+    def factor(self, rank: int) -> float:
+        return self.w.slow_factor if _is_slow(self.w, rank, self.n) else 1.0
+
+    def draw(self, rank: int) -> float:
+        buf = self._buf.get(rank)
+        if not buf:
+            buf = self._buf[rank] = self.block(rank, 1024)[::-1].tolist()
+        return buf.pop()
+
+    def block(self, rank: int, k: int) -> np.ndarray:
+        """The next ``k`` step times of ``rank`` (k,)."""
+        base = self.w.step_s * self.factor(rank)
+        if self.sigma == 0:
+            return np.full(k, base)
+        rng = self._rngs.setdefault(rank, np.random.default_rng([self.w.seed, rank]))
+        return base * np.exp(self.sigma * rng.standard_normal(k) - self.sigma ** 2 / 2)
+
+
+# -- a tiny discrete-event engine ---------------------------------------------------------------------
+
+class _Signal:
+    """A one-shot event processes can wait on (``yield signal``)."""
+
+    def __init__(self, eng: "_Engine"):
+        self.eng, self.done, self._waiters = eng, False, []
+
+    def fire(self) -> None:
+        self.done = True
+        for cb in self._waiters:
+            self.eng.call_at(self.eng.now, cb)
+        self._waiters = []
+
+    def then(self, cb: Callable[[], None]) -> None:
+        if self.done:
+            self.eng.call_at(self.eng.now, cb)
+        else:
+            self._waiters.append(cb)
+
+
+class _Engine:
+    """Processes are generators yielding a delay in seconds or a :class:`_Signal` to wait for."""
+
+    def __init__(self):
+        self.now, self._q, self._seq = 0.0, [], 0
+
+    def call_at(self, t: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._q, (t, self._seq, fn))
+        self._seq += 1
+
+    def spawn(self, proc: Iterator) -> _Signal:
+        """Start ``proc`` now (it runs to its first yield at once); the signal fires when it ends."""
+        done = _Signal(self)
+        self._advance(proc, done)
+        return done
+
+    def _advance(self, proc: Iterator, done: _Signal) -> None:
+        try:
+            cmd = next(proc)
+        except StopIteration:
+            done.fire()
+            return
+        if isinstance(cmd, _Signal):
+            cmd.then(lambda: self._advance(proc, done))
+        else:
+            self.call_at(self.now + max(0.0, float(cmd)), lambda: self._advance(proc, done))
+
+    def run(self) -> None:
+        while self._q:
+            self.now, _, fn = heapq.heappop(self._q)
+            fn()
+
+
+# -- the strategies -----------------------------------------------------------------------------------
+
+def group_size_for(plan: Plan, n: int, cluster: Cluster) -> int:
+    """H-ADPSGD's M: the plan's, else the learners per node, at most n / 2 (two groups at least)."""
+    m = plan.group_size or cluster.learners_per_node
+    return max(1, min(m, n // 2))
+
+
+def simulate_epoch(plan: Plan, n: int, w: Workload, cluster: Cluster) -> EpochResult:
+    """One epoch of ``plan`` on ``n`` learners (see the module docstring for the rules)."""
+    if plan.strategy not in STRATEGIES:
+        raise AsrError(f"unknown strategy {plan.strategy!r}", fix=f"use one of {', '.join(STRATEGIES)}")
+    if n < 1 or w.batches < 1 or w.step_s <= 0:
+        raise AsrError("the simulator needs learners >= 1, batches >= 1 and step_s > 0")
+    one = single_epoch_s(w)
+    if n == 1 or plan.strategy == "single":
+        if n != 1:
+            raise AsrError(f"strategy single runs on one learner, not {n}",
+                           fix="use ssgd, adpsgd or h-adpsgd")
+        return EpochResult(plan.label, 1, one, 1.0, 0.0, 0.0, float(w.batches))
+    if plan.strategy == "ssgd":
+        epoch_s, nbytes, stale, steps = _ssgd(n, w, cluster)
+    else:
+        m = group_size_for(plan, n, cluster) if plan.strategy == "h-adpsgd" else 1
+        if n % m or (n // m) % 2:
+            raise AsrError(f"{plan.strategy} needs an even number of groups: {n} learners in groups of {m}",
+                           fix="use an even number of learners (a multiple of 2 x learners per node)")
+        epoch_s, nbytes, stale, steps = _gossip(plan, n, m, w, cluster)
+    return EpochResult(plan.label, n, epoch_s, one / epoch_s, nbytes, stale, steps)
+
+
+def single_epoch_s(w: Workload) -> float:
+    """One normal-speed learner over all batches (rank 0's draws)."""
+    return float(StepTimes(replace(w, slow_learners=0), 1).block(0, w.batches).sum())
+
+
+def _ssgd(n: int, w: Workload, cluster: Cluster):
+    steps = math.ceil(w.batches / n)
+    times = StepTimes(w, n)
+    slowest = np.max(np.stack([times.block(r, steps) for r in range(n)]), axis=0)
+    link = cluster.link(list(range(n)))
+    comm = scalar_allreduce_s(n, link) + ring_allreduce_s(n, w.model_bytes, link)
+    nbytes = steps * 2 * (n - 1) / n * w.model_bytes
+    return float(slowest.sum()) + steps * comm, nbytes, 0.0, float(steps)
+
+
+class _Nic:
+    __slots__ = ("free",)
+
+    def __init__(self):
+        self.free = 0.0
+
+
+def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
+    """ADPSGD (m = 1) or H-ADPSGD (groups of m): event-driven."""
+    eng, times = _Engine(), StepTimes(w, n)
+    groups = n // m
+    leader = [g * m for g in range(groups)]
+    glink = cluster.link(list(range(m)))
+    group_comm = scalar_allreduce_s(m, glink) + ring_allreduce_s(m, w.model_bytes, glink)
+    bcast = broadcast_s(m, w.model_bytes, glink)
+    msg = (w.params + 1) * w.bytes_per_param  # the weights and the request/stop flag
+    nodes = cluster.node(n - 1) + 1
+    nic_out, nic_in = [_Nic() for _ in range(nodes)], [_Nic() for _ in range(nodes)]
+    passive_free = [0.0] * groups
+    steps, stale, finish = [0] * groups, [], [0.0] * groups
+    global_batches = math.ceil(w.batches / m)
+    todo = [global_batches]  # dynamic balance: batches not yet claimed
+
+    def share(g: int) -> int:
+        return len(range(g, global_batches, groups))
+
+    def partner(a: int, rnd: int) -> int:
+        if plan.schedule == "fixed":
+            return (a + (1 if rnd % 2 == 0 else -1)) % groups
+        return 2 * random.Random(f"{w.seed}/{leader[a]}/{rnd}").randrange(groups // 2) + 1
+
+    def transfer(src: int, dst: int, earliest: float) -> float:
+        """End time of one message src -> dst (leader ranks) that may start at ``earliest``."""
+        a, b = cluster.node(src), cluster.node(dst)
+        if a == b:
+            return earliest + cluster.intra.seconds(msg)
+        start = max(earliest, nic_out[a].free, nic_in[b].free)
+        end = start + cluster.inter.seconds(msg)
+        nic_out[a].free = nic_in[b].free = end
+        return end
+
+    def exchange(a: int, rnd: int):
+        p, snap = partner(a, rnd), steps[a]
+        yield transfer(leader[a], leader[p], eng.now + cluster.exchange_overhead_s) - eng.now
+        serve = max(eng.now, passive_free[p]) + cluster.exchange_overhead_s  # arrival order
+        passive_free[p] = transfer(leader[p], leader[a], serve)
+        yield passive_free[p] + cluster.exchange_overhead_s - eng.now
+        stale.append(steps[a] - snap)
+
+    def group(g: int):
+        active, rnd, pending = g % 2 == 0, 0, None
+        mine = share(g)
+        while True:
+            if plan.balance == "dynamic":
+                if todo[0] == 0:
+                    break
+                todo[0] -= 1
+            elif steps[g] >= mine:
+                break
+            if active:
+                if plan.delay_by_one and pending is not None:
+                    yield pending
+                pending = eng.spawn(exchange(g, rnd))
+                rnd += 1
+            yield max(times.draw(r) for r in range(g * m, (g + 1) * m)) + group_comm
+            steps[g] += 1
+            if active and not plan.delay_by_one:
+                yield pending
+            yield cluster.fold_s + bcast
+        if pending is not None:
+            yield pending
+        finish[g] = eng.now
+
+    for g in range(groups):
+        eng.spawn(group(g))
+    eng.run()
+    world = cluster.link(list(range(n)))
+    end = ring_allreduce_s(n, 8 * w.params, world) + scalar_allreduce_s(n, world)
+    total_steps = sum(steps)
+    rounds = len(stale)
+    nbytes = (2 * rounds * msg + total_steps * (2 * (m - 1) + (m - 1)) * w.model_bytes) / n \
+        + 2 * (n - 1) / n * 8 * w.params
+    return max(finish) + end, nbytes, (sum(stale) / rounds if rounds else 0.0), total_steps / groups
+
+
+def sweep(plans: List[Plan], learners: List[int], w: Workload, cluster: Cluster) -> List[EpochResult]:
+    """Every plan at every learner count it can run at (gossip needs an even number of groups)."""
+    out = []
+    for plan in plans:
+        for n in learners:
+            if n == 1:  # every strategy is the single learner here
+                out.append(replace(simulate_epoch(Plan("single"), 1, w, cluster), label=plan.label))
+                continue
+            try:
+                out.append(simulate_epoch(plan, n, w, cluster))
+            except AsrError:
+                continue
+    return out

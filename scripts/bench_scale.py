@@ -1,0 +1,280 @@
+#!/usr/bin/env python
+"""Calibrate the epoch simulator (``asrtrain simulate``) both ways (issue 13).
+
+1. **published**: the published H-ADPSGD system from its stated hardware
+   (:func:`asrtrain.distributed.simreport.published_v100`: the one-V100 step time derived from 40 x 5.2 h =
+   208 h for 16 epochs of SWB-2000 in batches of 128 21-frame chunks, 8 GPUs per node on 100 GB/s links,
+   100 Gb/s between nodes). Predicts the 64-GPU speed-up and time, and the 32-GPU time, beside the
+   published 40x, 5.2 h and 11.5 h, then moves one assumption at a time to show which moves the figure.
+2. **self**: real ``asrtrain train`` runs on this machine (the synthetic corpus, a BLSTM 2x128, one torch
+   thread per learner, --epochs 1 epoch, the last one timed): ssgd and adpsgd on 2 and 4 learners,
+   h-adpsgd on 4
+   (2 groups of 2), each with and without the last learner slowed 3x (``dist.slowdown``). The simulator
+   gets parameters measured *outside* those runs: the step time of N independent single learners running
+   at once (the same CPU sharing, no communication; with the first one slowed by dist.slowdown for the
+   slow cases, which gives the slowed learner's real step), the batches per epoch, the model size, and the
+   latency and bandwidth of gloo on this machine (a ping-pong of 2 processes). It predicts rank 0's
+   last-epoch time of each run, which is compared with the measured one.
+
+    python scripts/bench_scale.py                     # both parts (self: about 10 minutes on 2 cores)
+    python scripts/bench_scale.py --parts published   # seconds
+
+Last two lines: ``sim_over_measured_max_rel_err: E`` (worst |predicted - measured| / measured over the
+self-calibration runs) and ``sim_published_hadpsgd64_speedup: S``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_common import STEP_RE, Run, markdown_table, synth_corpus, train, train_concurrently  # noqa: E402
+
+from asrtrain.distributed import simreport as sr  # noqa: E402
+from asrtrain.distributed.simulate import Cluster, Link, Plan, Workload, simulate_epoch  # noqa: E402
+
+
+# -- 1. the published system ------------------------------------------------------------------------
+
+def part_published(out: dict) -> None:
+    w, c = sr.published_v100()
+    pub = sr.PUBLISHED
+    print("== published system (predictions of the model; assumptions in asrtrain/distributed/simreport.py)")
+    print(f"one V100: {w.step_s:.4f} s per batch of 128 x 21 frames, {w.batches} batches per epoch, "
+          f"{w.step_s * w.batches * 16 / 3600:.0f} h for 16 epochs; model {w.params / 1e6:.1f} M params "
+          f"({w.model_bytes / 1e6:.0f} MB)")
+    h64 = simulate_epoch(Plan("h-adpsgd"), 64, w, c)
+    h32 = simulate_epoch(Plan("h-adpsgd"), 32, w, c)
+    s64 = simulate_epoch(Plan("ssgd"), 64, w, c)
+    a64 = simulate_epoch(Plan("adpsgd"), 64, w, c)
+    rows = [["H-ADPSGD 64 V100 (8x8): speed-up", f"{h64.speedup:.1f}x", f"{pub['hadpsgd64_speedup']:.0f}x"],
+            ["H-ADPSGD 64 V100: 16 epochs", f"{16 * h64.epoch_s / 3600:.2f} h",
+             f"{pub['hadpsgd64_hours']} h"],
+            ["H-ADPSGD 32 V100 (4x8): 16 epochs", f"{16 * h32.epoch_s / 3600:.2f} h",
+             f"{pub['hybrid32_hours']} h (earlier system)"],
+            ["SSGD 64 V100: speed-up", f"{s64.speedup:.1f}x", "-"],
+            ["ADPSGD (fixed ring) 64 V100: speed-up", f"{a64.speedup:.1f}x", "-"]]
+    print(markdown_table(["", "predicted", "published"], rows))
+    print("\nwhat moves the 64-GPU H-ADPSGD speed-up (one assumption changed at a time):")
+    cases = [("as above", w, c),
+             ("compute spread 0.3 (stragglers inside each group)", replace(w, spread=0.3), c),
+             ("no host round trip (exchange and fold free)", w,
+              replace(c, exchange_overhead_s=0.0, fold_s=0.0)),
+             ("between nodes 25 Gb/s instead of 100", w, replace(c, inter=Link(25e-6, 25e9 / 8))),
+             ("inside nodes 12 GB/s (PCIe) instead of 100", w, replace(c, intra=Link(10e-6, 12e9))),
+             ("batches of 128 utterances of ~3 s, not 21-frame chunks",
+              sr.published_v100(chunk_frames=300)[0], c)]
+    for extra_ms in (25, 50, 75, 100):
+        cases.append((f"{extra_ms} ms more per step on the multi-GPU run (not in the one-GPU time)",
+                      w, replace(c, fold_s=c.fold_s + extra_ms / 1000)))
+    rows = []
+    for name, ww, cc in cases:
+        r = simulate_epoch(Plan("h-adpsgd"), 64, ww, cc)
+        rows.append([name, f"{ww.step_s * 1000:.0f} ms", f"{r.speedup:.1f}x",
+                     f"{16 * r.epoch_s / 3600:.2f} h"])
+    print(markdown_table(["assumption", "V100 step", "speed-up", "16 epochs"], rows))
+    out["published64"] = h64.speedup
+
+
+# -- 2. ourselves -------------------------------------------------------------------------------------
+
+def _pingpong(rank: int, world: int, port: int, nbytes: int, q) -> None:
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    res = {}
+    for size in (4, nbytes):
+        buf = torch.zeros(max(1, size // 4))
+        reps = 200 if size == 4 else 20
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            if rank == 0:
+                dist.send(buf, 1)
+                dist.recv(buf, 1)
+            else:
+                dist.recv(buf, 0)
+                dist.send(buf, 0)
+        res[size] = (time.perf_counter() - t0) / reps / 2  # one way
+    if rank == 0:
+        q.put(res)
+    dist.destroy_process_group()
+
+
+def measure_gloo(nbytes: int) -> Link:
+    """Latency and bandwidth of one gloo message on this machine (2 processes, 127.0.0.1)."""
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = 29500 + os.getpid() % 1000
+    procs = [ctx.Process(target=_pingpong, args=(r, 2, port, nbytes, q)) for r in range(2)]
+    for p in procs:
+        p.start()
+    res = q.get(timeout=120)
+    for p in procs:
+        p.join()
+    lat = res[4]
+    bw = nbytes / max(1e-9, res[nbytes] - lat)
+    print(f"gloo on this machine: latency {lat * 1e6:.0f} us, bandwidth {bw / 1e9:.2f} GB/s "
+          f"({nbytes / 1e6:.1f} MB messages)")
+    return Link(lat, bw)
+
+
+def mean_step_s(run, rank: int) -> float:
+    """Mean seconds per step of ``rank`` over its logged windows after the first (warm-up) one."""
+    per = [1.0 / float(m.group(3)) for m in STEP_RE.finditer(run.log()) if int(m.group(1)) == rank]
+    per = per[1:] if len(per) > 1 else per
+    return statistics.mean(per)
+
+
+def reuse(work: Path, names) -> list:
+    """The finished runs ``names`` already in ``work/runs`` (--reuse), or [] if any is missing."""
+    exps = [work / "runs" / name for name in names]
+    return [Run(e, float("nan")) for e in exps] if all((e / "final.pt").is_file() for e in exps) else []
+
+
+WINDOW_RE = re.compile(r"\[(\d+)\] INFO \S+: \[learner \d+\] epoch \d+ step \d+/\d+ (.*)$", re.M)
+
+
+def own_step_s(run, rank: int) -> float:
+    """Mean seconds per step of ``rank`` *without* its logged waits for others (the averaging round, the
+    lock, the all-reduce inside an H-ADPSGD group), over its log windows after the first: the compute it
+    really got, CPU sharing with the other learners included. Gossip strategies only (SSGD's count
+    all-reduce waits inside its compute time, so its waits are not all logged)."""
+    per = []
+    for m in WINDOW_RE.finditer(run.log()):
+        if int(m.group(1)) != rank:
+            continue
+        kv = dict(item.split("=", 1) for item in m.group(2).split())
+        n = float(kv.get("steps", 0)) or 5.0
+        waits = sum(float(kv.get(k, 0.0)) for k in ("round_wait_s", "lock_wait_s", "group_comm_s"))
+        per.append((n / float(kv["steps_per_s"]) - waits) / n)
+    per = per[1:] if len(per) > 1 else per
+    return statistics.mean(per)
+
+
+def batches_per_epoch(run, n: int, m: int, epochs: int) -> int:
+    """The run's data layout in the simulator's unit (batches of one learner's max_frames): its global
+    batches of m learners' frames (summed over the n / m groups' steps) times m."""
+    return m * sum(run.steps(r) for r in range(0, n, m)) // epochs
+
+
+def model_params(run) -> int:
+    import torch
+    state = torch.load(run.exp / "final.pt", map_location="cpu", weights_only=True)["model"]
+    return sum(t.numel() for t in state.values() if t.is_floating_point())
+
+
+def part_self(work: Path, args, out: dict) -> None:
+    corpus = synth_corpus(work, args.hours, 16, 16, "char", 60)
+    print(f"== self-calibration: {corpus.train_utts} training utterances ({args.hours} h synthetic), "
+          f"BLSTM {args.layers}x{args.hidden}, max_frames {args.frames} per learner, {args.epochs} epoch(s) "
+          f"(the last timed), 1 thread per learner, {os.cpu_count()} CPU cores", flush=True)
+    base = [f"model.num_layers={args.layers}", f"model.hidden={args.hidden}", "train.threads=1",
+            "train.warmup_steps=10", "train.log_every_steps=5", "train.average_last=1", "dist.timeout_s=120",
+            f"train.max_frames={args.frames}", f"train.epochs={args.epochs}"]
+    solo = base + ["dist.strategy=single"]
+
+    def colocated(n: int, slow: bool):
+        """(normal, slow) mean step seconds of n single learners run at once, the first slowed 3x if asked:
+        the CPU sharing of an n-learner job, and what dist.slowdown really does to a step."""
+        names = [f"cal_single{n}_{i}{'_slow' if slow else ''}" for i in range(n)]
+        extra = [["dist.slowdown='0:3'"] if slow and i == 0 else [] for i in range(n)]
+        runs = reuse(work, names) if args.reuse else None
+        runs = runs or train_concurrently(work, names, corpus, solo, extra)
+        steps = [mean_step_s(r, 0) for r in runs]
+        normal = statistics.mean(steps[1:] if slow else steps)
+        return normal, (steps[0] if slow else normal), runs
+
+    link = None
+    rows, errs, in_run = [], [], []
+    groups = {2: [("ssgd", 0), ("adpsgd", 0)], 4: [("ssgd", 0), ("adpsgd", 0), ("h-adpsgd", 2)]}
+    # Other sessions share this machine: each baseline is measured right before the runs it predicts.
+    for n, slow in ((2, False), (2, True), (4, False), (4, True)):
+        normal, slowed, solo_runs = colocated(n, slow)
+        if link is None:
+            params = model_params(solo_runs[0])
+            link = measure_gloo(params * 4)
+        print(f"co-located single learners, {n} at once{', the first slowed 3x' if slow else ''}: "
+              f"{normal * 1000:.1f} ms per step" + (f", slowed one {slowed * 1000:.1f} ms "
+                                                    f"(x{slowed / normal:.2f})" if slow else ""), flush=True)
+        for strategy, per_node in groups[n]:
+            sets = base + [f"dist.strategy={strategy}", f"dist.learners={n}"]
+            sets += [f"dist.learners_per_node={per_node}"] if per_node else []
+            sets += [f"dist.slowdown='{n - 1}:3'"] if slow else []
+            name = f"cal_{strategy}{n}{'_slow' if slow else ''}"
+            cached = reuse(work, [name]) if args.reuse else []
+            run = cached[0] if cached else train(work, name, corpus, sets)
+            measured = run.history()[-1]["seconds"]
+            load = "n/a" if cached else f"{os.getloadavg()[0]:.1f}"
+            m = n if strategy == "ssgd" else max(1, per_node)
+            w = Workload(step_s=normal, batches=batches_per_epoch(run, n, m, args.epochs), params=params,
+                         slow_factor=slowed / normal, slow_learners=1 if slow else 0)
+            c = Cluster(intra=link, inter=link, learners_per_node=n)
+            pred = simulate_epoch(Plan(strategy, group_size=per_node), n, w, c).epoch_s
+            err = (pred - measured) / measured
+            errs.append(abs(err))
+            print(f"  {name[4:]}: measured {measured:.2f} s, predicted {pred:.2f} s ({err:+.3f})", flush=True)
+            in_col = "-"
+            if strategy != "ssgd":  # the same model fed with the compute each learner got in the run
+                own = [own_step_s(run, r) for r in range(n)]
+                normal_in = statistics.mean(own[:-1] if slow else own)
+                w_in = replace(w, step_s=normal_in, slow_factor=own[-1] / normal_in if slow else 1.0)
+                pred_in = simulate_epoch(Plan(strategy, group_size=per_node), n, w_in, c).epoch_s
+                in_run.append(abs(pred_in - measured) / measured)
+                print(f"    with in-run step times ({normal_in * 1000:.0f} ms"
+                      f"{f', slowed x{own[-1] / normal_in:.2f}' if slow else ''}): predicted {pred_in:.2f} s "
+                      f"({(pred_in - measured) / measured:+.3f})")
+                in_col = f"{pred_in:.2f} ({(pred_in - measured) / measured:+.3f})"
+            rows.append([name[4:], n, f"{normal * 1000:.0f}", f"{measured:.2f}", f"{pred:.2f}",
+                         f"{err:+.3f}", in_col, load])
+    print(markdown_table(["run", "learners", "co-located step ms", "measured epoch s", "predicted epoch s",
+                          "rel. error", "predicted from in-run steps", "load avg (1 min)"], rows))
+    out["self_err"] = max(errs)
+    two = [e for row, e in zip(rows, errs) if row[1] == 2]
+    print(f"worst relative error: {max(errs):.3f} over all runs; {max(two):.3f} over the 2-learner runs "
+          f"(one core each); {max(in_run):.3f} for adpsgd/h-adpsgd fed the step times each learner got "
+          "in the run")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, default=Path("bench_out"))
+    ap.add_argument("--parts", default="published,self")
+    ap.add_argument("--hours", type=float, default=0.1)
+    ap.add_argument("--frames", type=int, default=1000)
+    ap.add_argument("--epochs", type=int, default=1, help="epochs per run; the last one is timed")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--reuse", action="store_true", help="reuse finished runs in --work/runs (re-analysis)")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    work = args.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    out: dict = {}
+    t0 = time.time()
+    if "self" in parts:
+        part_self(work, args, out)
+    if "published" in parts:
+        part_published(out)
+    print(f"total {time.time() - t0:.0f} s")
+    if "self_err" in out:
+        print(f"sim_over_measured_max_rel_err: {out['self_err']:.3f}")
+    if "published64" in out:
+        print(f"sim_published_hadpsgd64_speedup: {out['published64']:.1f}")
+
+
+if __name__ == "__main__":
+    main()

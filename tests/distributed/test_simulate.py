@@ -1,0 +1,156 @@
+"""The epoch simulator: hand-computed cases, the overlap rules, properties, and the command."""
+
+import itertools
+import math
+
+import pytest
+
+from asrtrain.distributed.simreport import blstm_params, published_v100
+from asrtrain.distributed.simulate import (Cluster, Link, Plan, Workload, broadcast_s, parse_plan,
+                                           ring_allreduce_s, simulate_epoch, sweep)
+from asrtrain.errors import AsrError
+from tests.cli_helpers import one_error, run
+
+FREE = Link(0.0, 1e30)  # no latency, (practically) infinite bandwidth
+
+
+def cluster(intra=FREE, inter=FREE, per_node=8, overhead=0.0, fold=0.0):
+    return Cluster(intra, inter, per_node, overhead, fold)
+
+
+def work(**kw):
+    base = dict(step_s=1.0, batches=64, params=1000, bytes_per_param=4)
+    base.update(kw)
+    return Workload(**base)
+
+
+def test_one_learner_is_batches_times_step():
+    r = simulate_epoch(Plan("single"), 1, work(step_s=0.5, batches=10), cluster())
+    assert r.epoch_s == pytest.approx(5.0) and r.speedup == 1.0 and r.bytes_per_learner == 0.0
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+def test_ssgd_without_communication_cost_speeds_up_n_times(n):
+    r = simulate_epoch(Plan("ssgd"), n, work(batches=64), cluster())
+    assert r.speedup == pytest.approx(n, rel=1e-12)
+
+
+def test_ring_allreduce_formula_and_the_pure_bandwidth_case():
+    link = Link(0.0, 1000.0)
+    assert ring_allreduce_s(2, 4000, link) == pytest.approx(4.0)  # exactly bytes over bandwidth
+    assert ring_allreduce_s(4, 4000, Link(0.5, 1000.0)) == pytest.approx(2 * 3 * 0.5 + 2 * 3 / 4 * 4.0)
+    assert ring_allreduce_s(1, 4000, link) == 0.0
+    assert broadcast_s(4, 4000, Link(0.5, 1000.0)) == pytest.approx(3 * 0.5 + 4.0)
+
+
+def test_two_learners_zero_latency_by_hand():
+    w = work(step_s=1.0, batches=10, params=1000)  # model 4000 bytes
+    net = cluster(intra=Link(0.0, 16000.0))  # 0.25 s per model
+    ssgd = simulate_epoch(Plan("ssgd"), 2, w, net)
+    assert ssgd.epoch_s == pytest.approx(5 * (1.0 + 0.25))  # 5 steps, each compute + M/B
+    assert ssgd.bytes_per_learner == pytest.approx(5 * 4000)
+    # ADPSGD: 5 steps each; rank 0's round (request + reply, 2 x 4004 B) overlaps its 1 s compute; the
+    # epoch ends with a float64 all-reduce of the weights (8000 B over the ring of 2).
+    ad = simulate_epoch(Plan("adpsgd"), 2, w, net)
+    assert ad.epoch_s == pytest.approx(5 * 1.0 + 8000 / 16000.0)
+    assert ad.bytes_per_learner == pytest.approx((2 * 5 * 4004) / 2 + 8000)
+    assert ad.staleness == 0.0
+
+
+def test_a_round_longer_than_the_step_is_waited_for_and_is_one_step_stale():
+    w = work(step_s=1.0, batches=10, params=1000)
+    net = cluster(intra=Link(0.0, 4004 / 1.5))  # 1.5 s per message, 3 s per exchange
+    ad = simulate_epoch(Plan("adpsgd"), 2, w, net)
+    assert ad.epoch_s == pytest.approx(5 * 3.0 + 8000 / (4004 / 1.5))
+    assert ad.staleness == pytest.approx(1.0)
+    dbo = simulate_epoch(Plan("adpsgd", delay_by_one=True), 2, w, net)
+    assert dbo.epoch_s <= ad.epoch_s + 1e-9
+
+
+def test_slow_learner_slows_ssgd_by_its_factor_and_dynamic_adpsgd_less():
+    w = work(batches=120, slow_factor=3.0, slow_learners=1)
+    base = simulate_epoch(Plan("ssgd"), 4, work(batches=120), cluster()).epoch_s
+    assert simulate_epoch(Plan("ssgd"), 4, w, cluster()).epoch_s == pytest.approx(3 * base)
+    static = simulate_epoch(Plan("adpsgd"), 4, w, cluster()).epoch_s
+    dynamic = simulate_epoch(Plan("adpsgd", balance="dynamic"), 4, w, cluster()).epoch_s
+    assert static == pytest.approx(3 * base)  # the fast ones wait for the slow one at the epoch end
+    # dynamic: 3 learners at 1 step/s and one at 1/3: 120 / (3 + 1/3) = 36 s, not 90
+    assert dynamic == pytest.approx(120 / (3 + 1 / 3), abs=3.0)
+    assert dynamic < 0.5 * static
+
+
+def test_passive_contention_makes_random_partners_queue():
+    # Exchanges dominate (4 s against a 0.1 s step): fixed rounds pair every active with its own passive,
+    # random ones sometimes send two actives to one passive, which serves them one after the other.
+    w = work(step_s=0.1, batches=80, params=1000)
+    net = cluster(intra=Link(0.0, 4004 / 2.0))
+    fixed = simulate_epoch(Plan("adpsgd", "fixed"), 8, w, net)
+    rand = simulate_epoch(Plan("adpsgd", "random"), 8, w, net)
+    assert fixed.epoch_s == pytest.approx(10 * 4.0 + 2 * 7 / 8 * 8000 / (4004 / 2.0))
+    assert rand.epoch_s >= fixed.epoch_s + 4.0  # at least one exchange spent queueing
+
+
+def test_hadpsgd_bytes_and_group_step_by_hand():
+    # 4 learners in 2 groups of 2 on one node; compute 1 s; group all-reduce and broadcast free of latency
+    w = work(step_s=1.0, batches=40, params=1000)
+    net = cluster(intra=Link(0.0, 4000.0))  # 1 s per model
+    r = simulate_epoch(Plan("h-adpsgd", group_size=2), 4, w, net)
+    steps = 40 / 2 / 2  # 20 global batches of 2 learners, shared by 2 groups
+    assert r.steps == steps
+    # step: compute 1 + all-reduce 2 (1)/2 * 1 = 1, leaders' exchange (2 x 1.001 s) overlaps that, then
+    # the broadcast 1 s; the epoch ends with the world all-reduce of float64 weights (2 * 3/4 * 2 s)
+    assert r.epoch_s == pytest.approx(steps * (1 + 1 + 0.002 + 1) + 2 * 3 / 4 * 2.0, rel=1e-3)
+    per_learner = (2 * steps * 4004 + 2 * steps * (2 * 1 + 1) * 4000) / 4 + 2 * 3 / 4 * 8000
+    assert r.bytes_per_learner == pytest.approx(per_learner)
+
+
+def test_more_bandwidth_never_slows_a_run():
+    w = work(step_s=0.2, batches=96, params=50_000, spread=0.2)
+    for label, n, bw in itertools.product(["ssgd", "adpsgd", "adpsgd-random", "adpsgd-dbo", "h-adpsgd"],
+                                          [4, 8, 16], [2e5, 1e6, 5e6]):
+        slow = cluster(Link(1e-4, 4 * bw), Link(1e-3, bw), per_node=4, overhead=0.01, fold=0.005)
+        fast = cluster(Link(1e-4, 8 * bw), Link(1e-3, 2 * bw), per_node=4, overhead=0.01, fold=0.005)
+        plan = parse_plan(label)
+        assert simulate_epoch(plan, n, w, fast).epoch_s <= simulate_epoch(plan, n, w, slow).epoch_s + 1e-9, \
+            (label, n, bw)
+
+
+def test_delay_by_one_is_never_slower():
+    for spread, bw, n in itertools.product([0.0, 0.3], [2e4, 1e5, 1e6], [2, 4, 8]):
+        w = work(step_s=0.1, batches=64, params=2000, spread=spread)
+        net = cluster(Link(1e-4, bw), Link(1e-3, bw / 4), per_node=2)
+        for schedule in ("fixed", "random"):
+            dflt = simulate_epoch(Plan("adpsgd", schedule), n, w, net)
+            dbo = simulate_epoch(Plan("adpsgd", schedule, delay_by_one=True), n, w, net)
+            assert dbo.epoch_s <= dflt.epoch_s + 1e-9, (spread, bw, n, schedule)
+
+
+def test_deterministic_with_spread_and_refusals():
+    w = work(spread=0.3)
+    a = simulate_epoch(Plan("adpsgd", "random"), 8, w, cluster(per_node=2))
+    b = simulate_epoch(Plan("adpsgd", "random"), 8, w, cluster(per_node=2))
+    assert a == b
+    with pytest.raises(AsrError, match="even number of groups"):
+        simulate_epoch(Plan("adpsgd"), 6 - 1, w, cluster())
+    with pytest.raises(AsrError, match="unknown strategy"):
+        parse_plan("sgd")
+    assert [r.learners for r in sweep([Plan("adpsgd")], [1, 2, 3, 4], w, cluster())] == [1, 2, 4]
+
+
+def test_published_scenario_derivation():
+    assert blstm_params(1, 2, 3, 0, 4) == 2 * (4 * 2 * (3 + 2) + 16) + 4 * 4 + 4
+    w, c = published_v100()
+    assert w.params == blstm_params(6, 512, 260, 256, 32000)
+    assert w.step_s * w.batches * 16 / 3600 == pytest.approx(40 * 5.2)  # the one-GPU 208 h
+    assert c.inter.bandwidth_Bps == 12.5e9 and c.learners_per_node == 8
+    assert math.isclose(w.model_bytes, 4 * w.params)
+
+
+def test_simulate_command(tmp_path):
+    png = tmp_path / "speedup.png"
+    res = run("simulate", "--learners", "1,2,4,16", "--batches", "2000", "--strategies", "ssgd,h-adpsgd",
+              "--plot", png)
+    assert res.exit_code == 0, res.output
+    assert "predictions" in res.output and "h-adpsgd" in res.output
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert "unknown strategy" in one_error(run("simulate", "--strategies", "hogwild"))
