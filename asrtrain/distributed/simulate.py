@@ -55,7 +55,7 @@ import heapq
 import math
 import random
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List
 
 import numpy as np
 
