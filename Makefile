@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench bench-gpu test-gpu clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ bench: install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_train.py
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_features.py
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_strategies.py
+
+# On a machine with CUDA: the gpu-marked tests and the GPU benchmark.
+test-gpu: install
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -m gpu tests
+
+bench-gpu: install
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_gpu.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
