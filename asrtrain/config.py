@@ -167,6 +167,7 @@ class DistConfig:
     delay_by_one: bool = False
     backend: str = "auto"  # auto | gloo | nccl
     timeout_s: float = 60.0
+    hang_timeout_s: float = 900.0  # name a learner whose main thread makes no progress this long (0 = off)
     slowdown: str = ""  # testing/benchmarks: "rank:factor,..." injects a delay proportional to compute
     # periodic: average every `period` local steps, or "adaptive" (see asrtrain/distributed/periodic.py)
     period: str = "1"
@@ -183,6 +184,7 @@ class DistConfig:
         _choice("dist.averaging", self.averaging, ("fixed", "random"))
         _choice("dist.backend", self.backend, ("auto", "gloo", "nccl"))
         _range("dist.timeout_s", self.timeout_s, lo=0, lo_open=True, fix="give seconds, e.g. 60")
+        _range("dist.hang_timeout_s", self.hang_timeout_s, lo=0, fix="give seconds, e.g. 900 (0 turns it off)")
         _range("dist.learners", self.learners, lo=1)
         _range("dist.learners_per_node", self.learners_per_node, lo=0)
 

@@ -103,7 +103,7 @@ def local_store(timeout: datetime.timedelta) -> "dist.TCPStore":
 
 
 def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, backend: str = "auto",
-                 timeout_s: float = 60.0, threads: int = 1, device: str = "cpu") -> None:
+                 timeout_s: float = 60.0, threads: int = 1, device: str = "cpu", hang_after: float = 0.0) -> None:
     """Run ``fn(rank, world_size, args)`` on every learner of the job.
 
     Args:
@@ -116,6 +116,8 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
         threads: torch intra-op threads per learner.
         device: ``auto | cpu | cuda | cuda:N`` (:mod:`asrtrain.device`): each learner binds its device before
             it creates any process group.
+        hang_after: name a learner whose main thread made no progress for this many seconds while its
+            heartbeat went on (:mod:`asrtrain.distributed.progress`); 0 = off.
 
     Raises:
         AsrError: one line naming the first learner that died or failed.
@@ -125,7 +127,8 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
         if learners not in (0, world):
             raise AsrError(f"--learners {learners} but the launcher started WORLD_SIZE={world} learners",
                            fix="drop --learners under torchrun/srun or make them agree")
-        _learner_entry(int(os.environ["RANK"]), world, fn, args, backend, timeout_s, threads, None, device)
+        _learner_entry(int(os.environ["RANK"]), world, fn, args, backend, timeout_s, threads, None, device,
+                       hang_after)
         return
     if learners < 1:
         raise AsrError(f"--learners must be >= 1, got {learners}")
@@ -134,13 +137,14 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
     store = local_store(tmo)
     if learners == 1:
         _learner_entry(0, 1, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device,
-                       in_process=True)
+                       hang_after, in_process=True)
         return
     # Spawned learners' own sockets (gloo pairs, NCCL bootstrap) also stay on the loopback interface.
     for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
         os.environ.setdefault(var, loopback_interface())
     ctx = torch.multiprocessing.start_processes(
-        _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device),
+        _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device,
+                              hang_after),
         nprocs=learners, join=False, start_method="spawn")
     try:
         _supervise(ctx.processes, timeout_s, store)
@@ -217,7 +221,7 @@ def _get_verdict(store) -> Optional[str]:
 
 
 def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s: float, threads: int,
-                   store_addr, device_spec: str = "cpu", in_process: bool = False) -> None:
+                   store_addr, device_spec: str = "cpu", hang_after: float = 0.0, in_process: bool = False) -> None:
     """Body of one learner: bind its device, join the group, watch the peers, run ``fn``, report one
     line on error."""
     from asrtrain.device import bind_device, resolve_device, shares_gpu
@@ -256,7 +260,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
         store_owner = "the parent process"
     watch = PeerWatch(host, port, rank, world_size, dead_after=min(timeout_s / 2, MAX_DEAD_AFTER_S),
-                      store_owner=store_owner)
+                      store_owner=store_owner, hang_after=hang_after)
     watch.start_watching()
     try:
         fn(rank, world_size, args)
@@ -299,8 +303,9 @@ class PeerWatch:
     """
 
     def __init__(self, host: str, port: int, rank: int, world_size: int, dead_after: float,
-                 store_owner: str = "the parent process", period: float = 0.5):
+                 store_owner: str = "the parent process", period: float = 0.5, hang_after: float = 0.0):
         self.rank, self.world_size = rank, world_size
+        self.hang_after = hang_after
         self.dead_after = max(2.0, dead_after)
         self.grace = min(10.0, self.dead_after)
         self.period = period
@@ -366,14 +371,17 @@ class PeerWatch:
         os._exit(1)
 
     def _run(self) -> None:
+        from asrtrain.distributed.progress import Progress, find_hung, mine
+
         count = 0
         others = [r for r in range(self.world_size) if r != self.rank]
         seen = {r: (None, time.monotonic()) for r in others}
         while not self._stop.wait(self.period):
             count += 1
             now = time.monotonic()
+            me = mine(self._main_ident)
             try:
-                self._store.set(str(self.rank), str(count))
+                self._store.set(str(self.rank), me.encode(count))
                 values = self._store.multi_get([str(r) for r in others]) if others else []
             except Exception as err:  # noqa: BLE001 - the store itself is gone
                 if self._stop.is_set():
@@ -392,6 +400,15 @@ class PeerWatch:
                 elif value != b"done" and now - seen[r][1] > self.dead_after:
                     self._declare(f"learner rank {r} stopped responding for {now - seen[r][1]:.0f} s "
                                   "(killed or hung)")
+                    return
+            if self.hang_after > 0:
+                progress = {r: p for r, v in zip(others, values) if (p := Progress.decode(v)) is not None}
+                progress[self.rank] = me
+                hung = find_hung(progress, time.time(), self.hang_after)
+                if hung is not None:
+                    self._declare(f"learner rank {hung} made no progress for "
+                                  f"{time.time() - progress[hung].wall:.0f} s while its heartbeat went on "
+                                  "(its main thread is stuck)")
                     return
         try:  # a learner that finished normally must not be mistaken for a dead one
             self._store.set(str(self.rank), "done")

@@ -42,7 +42,8 @@ def resolve_config(cfg: Config, train_dir: Path, tokenizer: Optional[Path], alig
 
 
 # Keys that may change between a run and its resumption: where and how fast it computes, not what.
-RESUMABLE_CHANGES = {"train.device", "train.threads", "dist.timeout_s", "dist.backend", "train.log_every_steps"}
+RESUMABLE_CHANGES = {"train.device", "train.threads", "dist.timeout_s", "dist.hang_timeout_s", "dist.backend",
+                     "train.log_every_steps"}
 
 
 def config_diff(old: dict, new: dict) -> list:
@@ -140,6 +141,7 @@ def train(job: TrainJob) -> Optional[Path]:
              "resume" if job.resume else "fresh")
     learners = 0 if in_launched_group() and d.learners == 1 else d.learners
     run_learners(learner_main, job, learners, backend=d.backend, timeout_s=d.timeout_s,
-                 threads=threads_for(job.cfg, d.learners), device=job.cfg.train.device)
+                 threads=threads_for(job.cfg, d.learners), device=job.cfg.train.device,
+                 hang_after=d.hang_timeout_s)
     final = job.exp_dir / "final.pt"
     return final if final.is_file() and not job.stop_after_steps else None

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from asrtrain.config import Config
 from asrtrain.device import ScaledStep, autocast, check_precision, make_scaler, resolve_device
 from asrtrain.distributed.base import Strategy
+from asrtrain.distributed.progress import note_progress
 from asrtrain.errors import AsrError
 from asrtrain.model.blstm import BLSTM, build_model
 from asrtrain.train import checkpoint as ckpt
@@ -157,6 +158,7 @@ def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, sour
         loss_value = step_or_skip(learner, strategy, loss, cfg.train, state.step)
         strategy.after_step(state.step)
         compute_s = time.perf_counter() - t0
+        note_progress()
         state.step += 1
         state.batch_index += 1
         if loss_value is not None:
@@ -228,6 +230,7 @@ def compute_validation_loss(learner: Learner, strategy: Strategy, data: AsrDatas
         loss, n = compute_loss(model, batch.to(learner.device), cfg.model.loss, learner.precision)
         loss_sum += loss.double()
         count += n
+        note_progress()
     totals = strategy.all_reduce_sum(torch.tensor([float(loss_sum), float(count)], dtype=torch.float64))
     model.train()
     return float(totals[0] / max(1.0, float(totals[1])))
@@ -248,6 +251,7 @@ def save_checkpoint(learner: Learner, strategy: Strategy, state: LearnerState, j
     if avg_model is not None:
         payload["avg_model"] = avg_model
     ckpt.save(job.exp_dir, tag, strategy.rank, payload)
+    note_progress()
     strategy.barrier()
     if strategy.is_main:
         ckpt.mark_latest(job.exp_dir, tag, job.cfg.train.keep_checkpoints, strategy.world_size,

@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from asrtrain.config import DistConfig
 from asrtrain.distributed.factory import make_strategy
+from asrtrain.distributed.progress import note_progress
 
 DIM = 6
 
@@ -37,7 +38,7 @@ class ToyArgs:
     extra_batches: dict = field(default_factory=dict)  # rank -> batches more than the others
     kill_rank: Optional[int] = None
     kill_at_step: int = 3
-    kill_signal: int = 9  # SIGKILL; SIGSTOP (19) hangs the learner instead
+    kill_signal: int = 9  # SIGKILL; SIGSTOP (19) hangs the learner instead; 0: its main thread sleeps forever
     check_group_identical: bool = False  # all_gather after every step (H-ADPSGD invariant)
     staged: bool = False  # gossip through DeviceWeights (the GPU path's staging and folds) even on the CPU
     device: str = "cpu"  # where the model and batches live (the gpu tests use cuda)
@@ -95,7 +96,9 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
     for step, (x, y) in enumerate(my_batches(strategy, args)):
         x, y = x.to(device), y.to(device)
         if args.kill_rank == rank and step == args.kill_at_step:
-            os.kill(os.getpid(), args.kill_signal)
+            if args.kill_signal:
+                os.kill(os.getpid(), args.kill_signal)
+            time.sleep(3600)  # a stuck main thread: the heartbeat thread goes on
         strategy.before_step(step)
         optimizer.zero_grad()
         loss = ((net(x) - y) ** 2).sum() / strategy.global_count(len(x))
@@ -105,6 +108,7 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
         strategy.reduce_gradients()
         strategy.apply_step(optimizer)
         strategy.after_step(step)
+        note_progress()
         if args.check_group_identical:
             identical_ok &= group_identical(model, strategy)
     loop_s = time.perf_counter() - t_loop

@@ -46,3 +46,27 @@ def test_a_hung_learner_is_named_not_the_messenger(tmp_path, capfd, monkeypatch)
     with pytest.raises(AsrError, match=r"learner rank 1 stopped responding") as info:
         run_learners(toyloop.train, [job], learners=2, backend="gloo", timeout_s=TIMEOUT_S)
     assert "rank 0" not in str(info.value)
+
+
+def test_a_stuck_main_thread_is_named_while_its_heartbeat_goes_on(tmp_path):
+    """Rank 1's main thread sleeps (a deadlocked reader, say) but its heartbeat thread runs: rank 0, waiting
+    in the all-reduce, is not blamed; rank 1 is, as the one that made no progress."""
+    job = toyloop.ToyArgs(str(tmp_path), DistConfig(strategy="ssgd", learners=2, timeout_s=TIMEOUT_S),
+                          num_batches=200, batch=2, kill_rank=1, kill_at_step=3, kill_signal=0)
+    with pytest.raises(AsrError, match=r"learner rank 1 made no progress") as info:
+        run_learners(toyloop.train, [job], learners=2, backend="gloo", timeout_s=TIMEOUT_S, hang_after=3.0)
+    assert "rank 0" not in str(info.value)
+
+
+def test_hang_verdicts():
+    from asrtrain.distributed.progress import Progress, find_hung
+
+    now = 1000.0
+    assert find_hung({0: Progress(5, now - 1, False), 1: Progress(5, now - 2, True)}, now, 10) is None
+    assert find_hung({0: Progress(0, 0.0, False), 1: Progress(3, now - 1, False)}, now, 10) is None  # 0 never reports
+    # both stalled: the one not waiting in communication is blamed, even if it stalled later
+    assert find_hung({0: Progress(5, now - 30, True), 1: Progress(5, now - 20, False)}, now, 10) == 1
+    # all waiting (or all not): the earliest to stall
+    assert find_hung({0: Progress(5, now - 20, True), 1: Progress(5, now - 30, True)}, now, 10) == 1
+    p = Progress(7, 12.5, True)
+    assert Progress.decode(p.encode(3).encode()) == p and Progress.decode(b"done") is None
