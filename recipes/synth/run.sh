@@ -53,11 +53,7 @@ dump=$work/dump
 exp=$work/exp
 mkdir -p "$work"
 
-run_stage() { [ "$1" -ge "$stage" ] && [ "$1" -le "$stop_stage" ]; }
-done_or() {  # done_or MARKER: true when the stage must run
-  if [ -f "$1" ]; then echo "  (done: $1)"; return 1; fi
-  return 0
-}
+. "$(cd "$(dirname "$0")" && pwd)/../stages.sh"  # run_stage, done_or
 
 if run_stage 0; then
   echo "stage 0: synthesise ${hours} h of training speech"
