@@ -218,7 +218,7 @@ class DecodeConfig:
     batch_frames: int = 40000
     lm_weight: float = 1.0  # lexicon search: weight of ln p_LM(word | history)
     word_bonus: float = 4.0  # lexicon search: added per word (balances the LM's per-word cost)
-    engine: str = "ours"  # lexicon search: ours (Python) | flashlight (torchaudio's C++ decoder, pip flashlight-text)
+    engine: str = "ours"  # lexicon search: ours (Python) | flashlight (C++, torchaudio + flashlight-text)
 
     def validate(self) -> None:
         _choice("decode.method", self.method, ("greedy", "beam", "lexicon"))

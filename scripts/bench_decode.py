@@ -160,7 +160,8 @@ def similar_pieces(pieces: List[str]) -> List[np.ndarray]:
     for i, p in enumerate(pieces[2:], 2):
         start = p.startswith("\u2581")
         body = p[1:] if start else p
-        cand = [j for j in groups[(start, body[:1])] if j != i] or [j for j in range(2, len(pieces)) if j != i]
+        cand = [j for j in groups[(start, body[:1])] if j != i] \
+            or [j for j in range(2, len(pieces)) if j != i]
         out.append(np.array(cand))
     return out
 
@@ -267,7 +268,7 @@ def main(argv=None) -> int:
         log(f"{name:12s} {c.wer:6.2f} {c.sub:5d} {c.dele:5d} {c.ins:5d} "
             + (f"{s:9.1f} {s / audio:8.5f}" if s is not None else f"{'-':>9s} {'-':>8s}"))
     if not args.skip_ours:
-        log(f"identical hypotheses: {same}/{args.utts}; flashlight {secs['ours'] / secs['flashlight']:.0f}x "
+        log(f"identical hypotheses: {same}/{args.utts}; flashlight {secs['ours'] / secs['flashlight']:.1f}x "
             f"faster")
         log(f"decode_rtf_ours: {secs['ours'] / audio:.5f}")
     log(f"decode_rtf_flashlight: {secs['flashlight'] / audio:.5f}")

@@ -23,7 +23,8 @@ import click
 @click.option("--lm-weight", type=float, help="LM weight (default: the exp config's decode.lm_weight).")
 @click.option("--word-bonus", type=float, help="Per-word bonus (default: decode.word_bonus).")
 @click.option("--engine", type=click.Choice(["ours", "flashlight"]),
-              help="Lexicon search: ours (Python) or flashlight (C++, needs flashlight-text; default: decode.engine).")
+              help="Lexicon search: ours (Python) or flashlight (C++, needs flashlight-text). "
+                   "Default: decode.engine.")
 @click.option("--device", default="auto", show_default=True,
               help="auto (the GPU when CUDA is available) | cpu | cuda | cuda:N.")
 def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], beam_size: Optional[int],

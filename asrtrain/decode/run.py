@@ -184,17 +184,19 @@ def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], be
         log.warning("%d of %d vocabulary words cannot be spelled with the tokenizer's pieces (e.g. %s); "
                     "they will never be recognised", len(unspellable), len(vocab), unspellable[0])
     if engine == "flashlight":
+        lm_file = Path(lm_path) if lm_path else None
         try:
-            search = flashlight.FlashlightSearch(pieces, vocab, tok.sp.encode, Path(lm_path) if lm_path else None,
-                                                 beam=beam, lm_weight=lm_weight, word_bonus=word_bonus, unk=unk)
+            search = flashlight.FlashlightSearch(pieces, vocab, tok.sp.encode, lm_file, beam=beam,
+                                                 lm_weight=lm_weight, word_bonus=word_bonus, unk=unk)
         except flashlight.FlashlightUnsupported:
-            read_arpa(Path(lm_path))  # KenLM refused the file: our parser names the line, when it is malformed
+            read_arpa(lm_file)  # KenLM refused the file: our parser names the line when it is malformed
             raise
     else:
         lexicon = Lexicon(vocab, pieces)
 
         def search(lp):
-            return lexicon_beam_search(lp, lexicon, lm, beam=beam, lm_weight=lm_weight, word_bonus=word_bonus)
+            return lexicon_beam_search(lp, lexicon, lm, beam=beam, lm_weight=lm_weight,
+                                       word_bonus=word_bonus)
     search.engine = engine
     return search
 

@@ -35,7 +35,8 @@ def small_case(seed=0, n_words=40, n_utts=40):
     def sentence():
         out = []
         while len(out) < 6:
-            out += phrases[rng.integers(len(phrases))] if rng.random() < 0.7 else [words[rng.integers(n_words)]]
+            out += phrases[rng.integers(len(phrases))] if rng.random() < 0.7 \
+                else [words[rng.integers(n_words)]]
         return out[:6]
 
     lm = train_ngram([sentence() for _ in range(400)], 3)
@@ -53,7 +54,8 @@ def small_case(seed=0, n_words=40, n_utts=40):
                 p[t, 0] = 0.95
             elif rng.random() < 0.3:
                 start = PIECES[k].startswith(W)
-                rival = rng.choice([j for j in range(2, len(PIECES)) if j != k and PIECES[j].startswith(W) == start])
+                rival = rng.choice([j for j in range(2, len(PIECES))
+                                    if j != k and PIECES[j].startswith(W) == start])
                 p[t, k], p[t, rival], p[t, 0] = rng.uniform(0.3, 0.5), rng.uniform(0.25, 0.55), 0.1
             else:
                 p[t, k], p[t, 0] = rng.uniform(0.7, 0.95), 0.05
