@@ -220,9 +220,11 @@ class DecodeConfig:
     batch_frames: int = 40000
     lm_weight: float = 1.0  # lexicon search: weight of ln p_LM(word | history)
     word_bonus: float = 4.0  # lexicon search: added per word (balances the LM's per-word cost)
+    engine: str = "ours"  # lexicon search: ours (Python) | flashlight (C++, torchaudio + flashlight-text)
 
     def validate(self) -> None:
         _choice("decode.method", self.method, ("greedy", "beam", "lexicon"))
+        _choice("decode.engine", self.engine, ("ours", "flashlight"))
         _range("decode.beam_size", self.beam_size, lo=1)
         _range("decode.batch_frames", self.batch_frames, lo=1)
 

@@ -22,15 +22,19 @@ import click
               help="Vocabulary for the lexicon search, one word per line (default: the LM's words).")
 @click.option("--lm-weight", type=float, help="LM weight (default: the exp config's decode.lm_weight).")
 @click.option("--word-bonus", type=float, help="Per-word bonus (default: decode.word_bonus).")
+@click.option("--engine", type=click.Choice(["ours", "flashlight"]),
+              help="Lexicon search: ours (Python) or flashlight (C++, needs flashlight-text). "
+                   "Default: decode.engine.")
 @click.option("--device", default="auto", show_default=True,
               help="auto (the GPU when CUDA is available) | cpu | cuda | cuda:N.")
 def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], beam_size: Optional[int],
            checkpoint: Optional[Path], lm: Optional[Path], words: Optional[Path], lm_weight: Optional[float],
-           word_bonus: Optional[float], device: str) -> None:
+           word_bonus: Optional[float], engine: Optional[str], device: str) -> None:
     """Decode the feature dir DATA_DIR into OUT_DIR/text (and OUT_DIR/ctm when DATA_DIR has segments).
 
     With --lm (or --words), hypotheses are restricted to the vocabulary's words and scored with the
     word LM: a CTC prefix beam search with shallow fusion."""
     from asrtrain.decode.run import decode as run
 
-    run(exp_dir, data_dir, out_dir, method, beam_size, checkpoint, lm, words, lm_weight, word_bonus, device)
+    run(exp_dir, data_dir, out_dir, method, beam_size, checkpoint, lm, words, lm_weight, word_bonus, device,
+        engine=engine)

@@ -96,12 +96,14 @@ def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int):
 def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] = None,
            beam_size: Optional[int] = None, checkpoint: Optional[Path] = None, lm: Optional[Path] = None,
            words: Optional[Path] = None, lm_weight: Optional[float] = None,
-           word_bonus: Optional[float] = None, device: str = "cpu") -> Dict[str, int]:
+           word_bonus: Optional[float] = None, device: str = "cpu",
+           engine: Optional[str] = None) -> Dict[str, int]:
     """Decode every utterance of ``data_dir``; writes ``out_dir/text`` and, when the data dir has
     ``segments`` (and optionally ``reco2file_and_channel``), ``out_dir/ctm``.
 
     ``lm`` (an ARPA word n-gram) or ``words`` (a vocabulary) select the lexicon search
-    (:mod:`asrtrain.decode.lexicon`); its vocabulary is ``words``, or else the LM's.
+    (:mod:`asrtrain.decode.lexicon`); its vocabulary is ``words``, or else the LM's. ``engine`` (default
+    ``decode.engine``) runs it on flashlight's C++ decoder (:mod:`asrtrain.decode.flashlight`) or ours.
     """
     from asrtrain.decode.ctc import greedy, prefix_beam_search
     from asrtrain.decode.ctm import ctm_lines, words_with_times
@@ -117,7 +119,9 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     lm_weight = cfg.decode.lm_weight if lm_weight is None else lm_weight
     word_bonus = cfg.decode.word_bonus if word_bonus is None else word_bonus
     tok = Tokenizer(Path(exp_dir) / "tokenizer.model")
-    search = _lexicon_search(tok, lm, words, beam, lm_weight, word_bonus) if method == "lexicon" else None
+    engine = engine or cfg.decode.engine
+    search = _lexicon_search(tok, lm, words, beam, lm_weight, word_bonus, engine) if method == "lexicon" \
+        else None
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     segments = _segments(data_dir)
     reco2fc = _reco2fc(data_dir)
@@ -146,25 +150,31 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     elapsed = time.time() - t0
     how = method if method == "greedy" else f"{method}, beam {beam}"
     if method == "lexicon":
-        how += f", lm {lm or 'none'}, lm_weight {lm_weight:g}, word_bonus {word_bonus:g}"
+        how += f", lm {lm or 'none'}, lm_weight {lm_weight:g}, word_bonus {word_bonus:g}, {search.engine}"
     log.info("decoded %d utterances (%s) in %.1f s, %.1fx real time -> %s", len(hyps), how, elapsed,
              audio_s / max(elapsed, 1e-9), out_dir)
     return {"utterances": len(hyps), "ctm_words": len(ctm)}
 
 
 def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], beam: int, lm_weight: float,
-                    word_bonus: float):
-    """The lexicon search as a function of one utterance's log-probs."""
+                    word_bonus: float, engine: str = "ours"):
+    """The lexicon search as a function of one utterance's log-probs; its ``engine`` attribute says
+    which ran it."""
+    from asrtrain.decode import flashlight
     from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search, read_words
-    from asrtrain.lm.ngram import read_arpa
+    from asrtrain.lm.ngram import arpa_order_and_vocab, read_arpa
 
     if lm_path is None and words_path is None:
         raise AsrError("the lexicon search needs a vocabulary",
                        fix="pass --lm lm.arpa (asrtrain lm train) or --words words.txt")
-    lm = read_arpa(Path(lm_path)) if lm_path else None
-    vocab = read_words(words_path) if words_path else lm.vocab
+    if engine == "flashlight":
+        _check_flashlight(lm_path, flashlight, arpa_order_and_vocab, read_arpa)
+    lm = read_arpa(Path(lm_path)) if lm_path and engine == "ours" else None  # KenLM reads it for flashlight
+    if words_path:
+        vocab = read_words(words_path)
+    else:
+        vocab = lm.vocab if lm else arpa_order_and_vocab(Path(lm_path))[1]
     pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
-    lexicon = Lexicon(vocab, pieces)
     unk = tok.sp.unk_id()
     unspellable = [w for w in vocab if unk in tok.sp.encode(w)]
     if len(unspellable) == len(vocab):
@@ -173,8 +183,39 @@ def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], be
     if unspellable:
         log.warning("%d of %d vocabulary words cannot be spelled with the tokenizer's pieces (e.g. %s); "
                     "they will never be recognised", len(unspellable), len(vocab), unspellable[0])
-    return lambda lp: lexicon_beam_search(lp, lexicon, lm, beam=beam, lm_weight=lm_weight,
-                                          word_bonus=word_bonus)
+    if engine == "flashlight":
+        lm_file = Path(lm_path) if lm_path else None
+        try:
+            search = flashlight.FlashlightSearch(pieces, vocab, tok.sp.encode, lm_file, beam=beam,
+                                                 lm_weight=lm_weight, word_bonus=word_bonus, unk=unk)
+        except flashlight.FlashlightUnsupported:
+            read_arpa(lm_file)  # KenLM refused the file: our parser names the line when it is malformed
+            raise
+    else:
+        lexicon = Lexicon(vocab, pieces)
+
+        def search(lp):
+            return lexicon_beam_search(lp, lexicon, lm, beam=beam, lm_weight=lm_weight,
+                                       word_bonus=word_bonus)
+    search.engine = engine
+    return search
+
+
+def _check_flashlight(lm_path: Optional[Path], flashlight, arpa_order_and_vocab, read_arpa) -> None:
+    """One-line errors for what flashlight cannot do: not installed, or a unigram LM (KenLM refuses it)."""
+    if not flashlight.available():
+        raise AsrError("decode.engine=flashlight needs flashlight-text (torchaudio's CTC decoder)",
+                       fix="pip install flashlight-text==0.0.7, or use --engine ours")
+    if lm_path is None:
+        return
+    try:
+        order = arpa_order_and_vocab(Path(lm_path))[0]
+    except AsrError:
+        read_arpa(Path(lm_path))  # the precise error for a malformed file
+        raise
+    if order < 2:
+        raise AsrError("decode.engine=flashlight: KenLM cannot load a unigram LM", lm_path,
+                       fix="train an LM of order >= 2 (asrtrain lm train --order 2), or use --engine ours")
 
 
 def _segments(data_dir: Path) -> Optional[Dict[str, Tuple[str, float, float]]]:

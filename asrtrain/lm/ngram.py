@@ -277,3 +277,34 @@ def train_ngram(sentences: Iterable[Sequence[str]], order: int = 3) -> NgramLM:
              " ".join(f"{k + 1}:{len(probs[k])}" for k in range(order)))
     return NgramLM(order, probs, bows)
 
+
+
+def arpa_order_and_vocab(path: Path) -> Tuple[int, List[str]]:
+    """(order, vocabulary) of an ARPA file from its header and 1-grams only: what a decoder that loads
+    the LM itself (KenLM) needs from us, without reading the higher orders into Python."""
+    path = Path(path)
+    if not path.is_file():
+        raise AsrError("language model not found", path, fix="train one with asrtrain lm train")
+    order, words, section = 0, [], None
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            line = raw.decode("utf-8", errors="replace").strip()
+            if line == "\\data\\":
+                section = 0
+            elif section == 0 and line.startswith("ngram ") and "=" in line:
+                order += 1
+            elif line == "\\1-grams:":
+                section = 1
+            elif section == 1 and line:
+                if line.startswith("\\"):
+                    break
+                parts = line.split()
+                if len(parts) < 2:
+                    raise AsrError("malformed ARPA file: expected a log10 probability and a word", path,
+                                   lineno, fix="regenerate it with asrtrain lm train, SRILM or KenLM")
+                if parts[1] not in (BOS, EOS, UNK):
+                    words.append(parts[1])
+    if section is None or not order:
+        raise AsrError("not an ARPA file: no \\data\\ header", path,
+                       fix="give an ARPA n-gram LM (asrtrain lm train, SRILM or KenLM)")
+    return order, sorted(words)

@@ -108,6 +108,14 @@ def test_decode_and_average_cli(data, tmp_path):
     lines = (out / "text").read_text().splitlines()
     assert len(lines) == len((dev / "text").read_text().splitlines())
     assert {w for l in lines for w in l.split()[1:]} <= vocab
+    from asrtrain.decode.flashlight import available
+    if available():  # the opt-in C++ engine through the same command
+        r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "dec_fl"), "--beam-size", "8",
+                                     "--lm", str(tmp_path / "lm" / "lm.arpa"), "--engine", "flashlight"])
+        assert r.exit_code == 0, r.output
+        fl = (tmp_path / "dec_fl" / "text").read_text().splitlines()
+        assert [l.split()[0] for l in fl] == [l.split()[0] for l in lines]
+        assert {w for l in fl for w in l.split()[1:]} <= vocab
     r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "x"), "--method", "lexicon"])
     assert r.exit_code == 1 and "needs a vocabulary" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(cli, ["average", str(exp), "--last", "2", "--out", str(tmp_path / "avg.pt")])

@@ -222,6 +222,7 @@ for cid, sets, frag in [
     ("beam-zero", ["decode.beam_size=0"], "decode.beam_size = 0 must be >= 1"),
     ("method", ["decode.method=viterbi"], "decode.method"),
     ("batch-frames-zero", ["decode.batch_frames=0"], "decode.batch_frames"),
+    ("engine", ["decode.engine=kaldi"], "decode.engine = 'kaldi' is not one of ours, flashlight"),
     ("mel-zero", ["features.num_mel_bins=0"], "features.num_mel_bins = 0"),
     ("unknown-section", ["bogus.key=1"], "unknown config key 'bogus'"),
     ("unknown-key", ["train.bogus=1"], "unknown config key 'train.bogus'"),
