@@ -12,12 +12,12 @@ import math
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional
 
 import yaml
 
 from asrtrain.errors import AsrError
-from asrtrain.yamlio import strict_yaml_load
+from asrtrain.yamlio import parse_override, read_yaml, read_yaml_mapping  # noqa: F401 - read_yaml_mapping re-exported
 
 
 @dataclass(frozen=True)
@@ -328,38 +328,6 @@ def _build(cls, data: Any, prefix: str, path: Optional[str], lines: Dict[str, in
     return cls(**kwargs)
 
 
-def read_yaml_mapping(path: Path) -> Dict[str, Any]:
-    """A YAML file's top-level mapping; every failure (missing, not UTF-8, invalid, duplicate keys, not a
-    mapping) is an AsrError naming the file and line."""
-    loaded, lines = _read_yaml(path)
-    if not isinstance(loaded, dict) or not loaded:
-        raise AsrError("not a YAML mapping of config sections" + ("" if loaded else " (empty)"), path, 1,
-                       fix="restore the file, or start a new --exp-dir")
-    for name, body in loaded.items():
-        if not isinstance(body, dict):
-            raise AsrError(f"section '{name}' is not a mapping", path, lines.get(str(name)),
-                           fix="restore the file, or start a new --exp-dir")
-    return loaded
-
-
-def _key_lines(text: str) -> Dict[str, int]:
-    """Map dotted keys of a YAML document to 1-based line numbers (for error messages)."""
-    out: Dict[str, int] = {}
-
-    def walk(node, prefix):
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                name = f"{prefix}.{k.value}" if prefix else str(k.value)
-                out[name] = k.start_mark.line + 1
-                walk(v, name)
-
-    try:
-        walk(yaml.compose(text), "")
-    except yaml.YAMLError:
-        pass
-    return out
-
-
 def _field_type(cls, dotted: str):
     """The declared type of ``section.key`` in ``cls`` (None when there is no such field)."""
     for part in dotted.split("."):
@@ -372,43 +340,6 @@ def _field_type(cls, dotted: str):
     return cls
 
 
-def parse_override(text: str) -> Tuple[str, Any]:
-    """``"train.lr=0.2"`` -> ``("train.lr", 0.2)``; the value is parsed as YAML."""
-    if "=" not in text:
-        raise AsrError(f"override {text!r} is not of the form section.key=value",
-                       fix="write e.g. --set train.lr=0.2")
-    key, value = text.split("=", 1)
-    try:
-        parsed = strict_yaml_load(value) if value != "" else ""
-    except (yaml.YAMLError, ValueError, OverflowError, RecursionError):
-        parsed = value
-    return key.strip(), parsed
-
-
-def _read_yaml(path: Path) -> Tuple[Dict[str, Any], Dict[str, int]]:
-    spath = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise AsrError("config file not found", spath, fix="check the config path") from None
-    except UnicodeDecodeError:
-        raise AsrError("config file is not UTF-8", spath, fix="re-encode it as UTF-8") from None
-    except OSError as err:
-        raise AsrError(f"cannot read config file: {err.strerror}", spath,
-                       fix="check the config path") from None
-    try:
-        loaded = strict_yaml_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise AsrError(f"invalid YAML: {getattr(err, 'problem', None) or err}", spath,
-                       None if mark is None else mark.line + 1, fix="correct the YAML") from None
-    except (ValueError, OverflowError, RecursionError) as err:  # e.g. a timestamp PyYAML cannot build
-        raise AsrError(f"invalid YAML value: {err}", spath, fix="correct the YAML") from None
-    if loaded is None:
-        loaded = {}
-    return loaded, _key_lines(text)
-
-
 def load_config(path: Optional[Path] = None, overrides: Iterable[str] = (),
                 base: Optional[Dict[str, Any]] = None, extra: Iterable[Path] = ()) -> Config:
     """Load a Config from YAML files (``path``, then each of ``extra`` on top), then apply ``overrides``
@@ -419,7 +350,7 @@ def load_config(path: Optional[Path] = None, overrides: Iterable[str] = (),
     if base:
         data = _deep_merge(data, base)
     for p in [q for q in [path, *extra] if q is not None]:
-        loaded, lines = _read_yaml(p)
+        loaded, lines = read_yaml(p)
         spath = str(p)
         try:  # key, type and value errors point into this file
             _build(Config, loaded, "", spath, lines).validate()
@@ -483,7 +414,7 @@ def load_section(cls, path: Optional[Path], overrides: Iterable[str] = ()):
     spath = None
     if path is not None:
         spath = str(path)
-        data, lines = _read_yaml(path)
+        data, lines = read_yaml(path)
         if not isinstance(data, dict):
             raise AsrError("expected a mapping of option: value", spath, 1,
                            fix=f"write one '{fields(cls)[0].name}: ...' line per option")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Tuple
 
-from asrtrain.config import Config, _coerce, _field_type, _read_yaml, parse_override
+from asrtrain.config import Config, _coerce, _field_type
+from asrtrain.yamlio import parse_override, read_yaml
 from asrtrain.errors import AsrError
 
 
@@ -21,7 +22,7 @@ def given_settings(path: Optional[Path], overrides: Iterable[str], extra: Iterab
     """``section.key`` -> (value, file, line, from --set) for every key the user gave (the last wins)."""
     out: Dict[str, Tuple[Any, Optional[str], Optional[int], bool]] = {}
     for p in [q for q in [path, *extra] if q is not None]:
-        loaded, lines = _read_yaml(p)
+        loaded, lines = read_yaml(p)
         for section, body in (loaded.items() if isinstance(loaded, dict) else ()):
             for key, value in (body.items() if isinstance(body, dict) else ()):
                 name = f"{section}.{key}"

@@ -5,9 +5,12 @@ PyYAML keeps the last of two equal keys silently; a config with ``lr: 0.1`` twic
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Dict, Tuple
 
 import yaml
+
+from asrtrain.errors import AsrError
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -33,3 +36,72 @@ class _StrictLoader(yaml.SafeLoader):
 def strict_yaml_load(text: str) -> Any:
     """``yaml.safe_load`` that refuses duplicate keys."""
     return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def read_yaml_mapping(path: Path) -> Dict[str, Any]:
+    """A YAML file's top-level mapping; every failure (missing, not UTF-8, invalid, duplicate keys, not a
+    mapping) is an AsrError naming the file and line."""
+    loaded, lines = read_yaml(path)
+    if not isinstance(loaded, dict) or not loaded:
+        raise AsrError("not a YAML mapping of config sections" + ("" if loaded else " (empty)"), path, 1,
+                       fix="restore the file, or start a new --exp-dir")
+    for name, body in loaded.items():
+        if not isinstance(body, dict):
+            raise AsrError(f"section '{name}' is not a mapping", path, lines.get(str(name)),
+                           fix="restore the file, or start a new --exp-dir")
+    return loaded
+
+
+def key_lines(text: str) -> Dict[str, int]:
+    """Map dotted keys of a YAML document to 1-based line numbers (for error messages)."""
+    out: Dict[str, int] = {}
+
+    def walk(node, prefix):
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                name = f"{prefix}.{k.value}" if prefix else str(k.value)
+                out[name] = k.start_mark.line + 1
+                walk(v, name)
+
+    try:
+        walk(yaml.compose(text), "")
+    except yaml.YAMLError:
+        pass
+    return out
+
+
+def parse_override(text: str) -> Tuple[str, Any]:
+    """``"train.lr=0.2"`` -> ``("train.lr", 0.2)``; the value is parsed as YAML."""
+    if "=" not in text:
+        raise AsrError(f"override {text!r} is not of the form section.key=value",
+                       fix="write e.g. --set train.lr=0.2")
+    key, value = text.split("=", 1)
+    try:
+        parsed = strict_yaml_load(value) if value != "" else ""
+    except (yaml.YAMLError, ValueError, OverflowError, RecursionError):
+        parsed = value
+    return key.strip(), parsed
+
+
+def read_yaml(path: Path) -> Tuple[Dict[str, Any], Dict[str, int]]:
+    spath = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AsrError("config file not found", spath, fix="check the config path") from None
+    except UnicodeDecodeError:
+        raise AsrError("config file is not UTF-8", spath, fix="re-encode it as UTF-8") from None
+    except OSError as err:
+        raise AsrError(f"cannot read config file: {err.strerror}", spath,
+                       fix="check the config path") from None
+    try:
+        loaded = strict_yaml_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise AsrError(f"invalid YAML: {getattr(err, 'problem', None) or err}", spath,
+                       None if mark is None else mark.line + 1, fix="correct the YAML") from None
+    except (ValueError, OverflowError, RecursionError) as err:  # e.g. a timestamp PyYAML cannot build
+        raise AsrError(f"invalid YAML value: {err}", spath, fix="correct the YAML") from None
+    if loaded is None:
+        loaded = {}
+    return loaded, key_lines(text)
