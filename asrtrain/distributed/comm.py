@@ -104,6 +104,8 @@ class Gossip:
         self.msg_dtype = self.weights.dtype
         self.size = sum(p.numel() for p in params)
         self._pending = False
+        self._folds = 0
+        self._staged_at = (-1, -1)  # (steps, folds) when the weights were last staged
         self.error: Optional[BaseException] = None
         self._mlock = threading.Lock()
         self._go = threading.Event()
@@ -152,7 +154,13 @@ class Gossip:
         """Main thread, at a step boundary: make the current weights what the next snapshot reads (a GPU
         learner starts copying them to the host here, overlapping the step's compute)."""
         with self.lock:
+            self._stage()
+
+    def _stage(self) -> None:
+        """Stage unless nothing moved the weights since the last time (lock held)."""
+        if self._staged_at != (self.steps, self._folds):
             self.weights.stage()
+            self._staged_at = (self.steps, self._folds)
 
     def trigger(self) -> None:
         """Active: start one round now (the snapshot is taken by the thread)."""
@@ -177,6 +185,10 @@ class Gossip:
                 return False
             self.weights.fold()
             self._pending = False
+            # A staged snapshot taken before this fold would miss what was folded (D is now zero): the
+            # next snapshot must see it, whenever the thread takes it.
+            self._folds += 1
+            self._stage()
         return True
 
     def effective(self) -> torch.Tensor:
