@@ -21,7 +21,7 @@ SUBCOMMANDS = {
     "features": ("asrtrain.commands.features", "features", "Compute Kaldi-compatible fbank features and CMVN stats."),
     "tokenizer": ("asrtrain.commands.tokenizer", "tokenizer", "Train or apply a sentencepiece tokenizer."),
     "lm": ("asrtrain.commands.lm", "lm", "Train a word n-gram LM (ARPA) for lexicon decoding."),
-    "train": ("asrtrain.commands.train", "train", "Train a BLSTM acoustic model (single, ssgd, adpsgd, h-adpsgd)."),
+    "train": ("asrtrain.commands.train", "train", "Train a BLSTM acoustic model (single, ssgd, adpsgd, h-adpsgd, periodic; --dp; CPU or GPU)."),
     "decode": ("asrtrain.commands.decode", "decode", "Decode a data dir with a trained model (greedy, beam, or lexicon + word LM)."),
     "forward": ("asrtrain.commands.forward", "forward", "Write log-likelihoods as a Kaldi ark for hybrid decoding."),
     "score": ("asrtrain.commands.score", "score", "Score hypotheses: Kaldi text, or Hub5 stm/ctm with a GLM."),
