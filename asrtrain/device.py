@@ -44,7 +44,7 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
-def resolve_device(spec: str, rank_on_node: Optional[int] = None) -> torch.device:
+def resolve_device(spec: str) -> torch.device:
     """The device a learner computes on (see the module docstring)."""
     check_device_spec(spec)
     if spec == "cpu" or (spec == "auto" and not torch.cuda.is_available()):
@@ -54,7 +54,7 @@ def resolve_device(spec: str, rank_on_node: Optional[int] = None) -> torch.devic
                        f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})",
                        fix="use --device cpu (or auto), or install a CUDA build of torch")
     count = torch.cuda.device_count()
-    index = int(spec[5:]) if spec.startswith("cuda:") else (local_rank() if rank_on_node is None else rank_on_node)
+    index = int(spec[5:]) if spec.startswith("cuda:") else local_rank()
     if index >= count:
         raise AsrError(f"learner needs cuda:{index} but this node has {count} GPU(s)",
                        fix=f"run at most {count} learners per node, or share one GPU with --device cuda:0")

@@ -42,14 +42,14 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import torch
 import torch.distributed as dist
 
 from asrtrain.distributed.base import Partition
 from asrtrain.distributed.comm import set_flat_
-from asrtrain.distributed.ssgd import Collective, broadcast_params
+from asrtrain.distributed.ssgd import Collective
 from asrtrain.errors import AsrError
 
 log = logging.getLogger("asrtrain.train")
@@ -135,11 +135,7 @@ class PeriodicAveraging(Collective):
         return Partition(group=0, num_groups=1, member=self.rank, group_size=self.world_size)
 
     def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        super().setup(model, optimizer)
-        self.params: List[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
-        self._make_host_group()
-        if self.sync_initial_weights:
-            broadcast_params(self.params, src=0)
+        self._setup_world(model, optimizer)
 
     # -- one step ----------------------------------------------------------------------------------
     def reduce_gradients(self) -> None:

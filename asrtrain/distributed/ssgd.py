@@ -36,6 +36,15 @@ class Collective(Strategy):
         if dist.get_backend() != "gloo":
             self.host_group = dist.new_group(list(range(self.world_size)), backend="gloo")
 
+    def _setup_world(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """Set-up shared by the strategies in which every learner reads a slice of every global batch:
+        the trainable parameters, the host group, and (fresh runs) rank 0's weights everywhere."""
+        super().setup(model, optimizer)
+        self.params: List[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
+        self._make_host_group()
+        if self.sync_initial_weights:
+            broadcast_params(self.params, src=0)
+
     def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
         out = values.detach().to("cpu", copy=True)
         dist.all_reduce(out, group=self.host_group)
@@ -78,12 +87,8 @@ class SSGD(Collective):
         return Partition(group=0, num_groups=1, member=self.rank, group_size=self.world_size)
 
     def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        super().setup(model, optimizer)
-        self.params: List[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
-        self._make_host_group()
+        self._setup_world(model, optimizer)
         self.count_group = self.host_group
-        if self.sync_initial_weights:
-            broadcast_params(self.params, src=0, group=None)
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         return ddp_sum(model, self.group)
