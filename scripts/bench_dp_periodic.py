@@ -111,7 +111,8 @@ def spread(values: Sequence[float]) -> str:
 
 def final_strategy_state(run, rank: int = 0) -> dict:
     tags = sorted((run.exp / "checkpoints").glob(f"epoch-*.rank{rank}.pt"))
-    return torch.load(tags[-1], weights_only=False)["strategy"]
+    from asrtrain.train.checkpoint import load_checked
+    return load_checked(tags[-1])["strategy"]
 
 
 def epsilon_logged(run, rank: int) -> float:

@@ -6,6 +6,8 @@ import re
 import pytest
 import torch
 
+from asrtrain.train.checkpoint import load_checked
+
 from test_loop_strategies import data, final, train  # noqa: F401 - the module-scoped feature fixture
 
 
@@ -19,7 +21,7 @@ def test_periodic_adaptive_trains_logs_and_resumes(data, tmp_path):  # noqa: F81
     assert r.exit_code == 0, r.output
     log = (exp / "train.log").read_text()
     assert re.search(r"\[learner 1\] epoch 3 periodic: period \d+, \d+ averagings in \d+ steps", log)
-    states = [torch.load(exp / "checkpoints" / f"epoch-0003.rank{k}.pt", weights_only=False)["strategy"]
+    states = [load_checked(exp / "checkpoints" / f"epoch-0003.rank{k}.pt")["strategy"]
               for k in (0, 1)]
     assert states[0]["rule"] == states[1]["rule"] and states[0]["averagings"] > 0
     assert (exp / "final.pt").is_file()
@@ -43,7 +45,7 @@ def test_adpsgd_and_ssgd_with_dp_log_epsilon_per_learner(data, tmp_path):  # noq
         for rank in (0, 1):
             eps = [float(x) for x in re.findall(rf"\[learner {rank}\] epoch \d dp: epsilon ([\d.e+-]+)", log)]
             assert len(eps) == 2 and 0 < eps[0] < eps[1] <= 8.0, (strategy, eps)
-        ck = torch.load(exp / "checkpoints" / "epoch-0002.rank1.pt", weights_only=False)["strategy"]
+        ck = load_checked(exp / "checkpoints" / "epoch-0002.rank1.pt")["strategy"]
         steps, sigma = ck["dp"]["steps"], ck["dp"]["sigma"]
         q = ck["dp"]["history"][0][1]
         assert ck["dp"]["history"] == [(sigma, q, steps)] and steps == round(2 / q)  # every step counted
