@@ -22,6 +22,8 @@ import click
               help="Vocabulary for the lexicon search, one word per line (default: the LM's words).")
 @click.option("--lm-weight", type=float, help="LM weight (default: the exp config's decode.lm_weight).")
 @click.option("--word-bonus", type=float, help="Per-word bonus (default: decode.word_bonus).")
+@click.option("--params", type=click.Path(path_type=Path),
+              help="best.yaml of asrtrain tune-lm: its lm_weight, word_bonus and beam_size (chosen on dev).")
 @click.option("--engine", type=click.Choice(["ours", "flashlight"]),
               help="Lexicon search: ours (Python) or flashlight (C++, needs flashlight-text). "
                    "Default: decode.engine.")
@@ -29,12 +31,23 @@ import click
               help="auto (the GPU when CUDA is available) | cpu | cuda | cuda:N.")
 def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], beam_size: Optional[int],
            checkpoint: Optional[Path], lm: Optional[Path], words: Optional[Path], lm_weight: Optional[float],
-           word_bonus: Optional[float], engine: Optional[str], device: str) -> None:
+           word_bonus: Optional[float], params: Optional[Path], engine: Optional[str], device: str) -> None:
     """Decode the feature dir DATA_DIR into OUT_DIR/text (and OUT_DIR/ctm when DATA_DIR has segments).
 
     With --lm (or --words), hypotheses are restricted to the vocabulary's words and scored with the
     word LM: a CTC prefix beam search with shallow fusion."""
     from asrtrain.decode.run import decode as run
+    from asrtrain.errors import AsrError
+
+    if params is not None:
+        if lm_weight is not None or word_bonus is not None or beam_size is not None:
+            raise AsrError("--params sets the LM weight, word bonus and beam; do not also give them",
+                           params, fix="drop --lm-weight/--word-bonus/--beam-size, or drop --params")
+        if lm is None and words is None:
+            raise AsrError("--params is for the lexicon search", params, fix="pass --lm LM.arpa as well")
+        from asrtrain.decode.tune import read_params
+        chosen = read_params(params)
+        lm_weight, word_bonus, beam_size = chosen["lm_weight"], chosen["word_bonus"], chosen["beam_size"]
 
     run(exp_dir, data_dir, out_dir, method, beam_size, checkpoint, lm, words, lm_weight, word_bonus, device,
         engine=engine)

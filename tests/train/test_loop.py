@@ -116,6 +116,29 @@ def test_decode_and_average_cli(data, tmp_path):
         fl = (tmp_path / "dec_fl" / "text").read_text().splitlines()
         assert [l.split()[0] for l in fl] == [l.split()[0] for l in lines]
         assert {w for l in fl for w in l.split()[1:]} <= vocab
+    # tune-lm: the grid on dev; decode --params reproduces the winner's hypotheses exactly
+    tuned = tmp_path / "tune"
+    r = CliRunner().invoke(cli, ["tune-lm", str(exp), str(dev), str(tuned), "--lm", str(tmp_path / "lm" / "lm.arpa"),
+                                 "--lm-weights", "0.2,1.5", "--word-bonuses", "0,3", "--beam-size", "4"])
+    assert r.exit_code == 0, r.output
+    grid = [l.split("\t") for l in (tuned / "grid.tsv").read_text().splitlines()[1:]]
+    assert len(grid) == 4
+    best = min(float(g[2]) for g in grid)
+    assert f"%WER {best:.2f}" in r.output and f"dev_wer: {round(best, 2)}" in (tuned / "best.yaml").read_text()
+    r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "dec_tuned"), "--params",
+                                 str(tuned / "best.yaml"), "--lm", str(tmp_path / "lm" / "lm.arpa")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "dec_tuned" / "text").read_text() == (tuned / "text").read_text()
+    r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "y"), "--params",
+                                 str(tuned / "best.yaml"), "--lm", str(tmp_path / "lm" / "lm.arpa"), "--lm-weight", "1"])
+    assert r.exit_code == 1 and "do not also give them" in r.output
+    (tmp_path / "bad.yaml").write_text("lm_weight: 0.5\nword_bonus: x\nbeam_size: 4\n")
+    r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "y"), "--params",
+                                 str(tmp_path / "bad.yaml"), "--lm", str(tmp_path / "lm" / "lm.arpa")])
+    assert r.exit_code == 1 and "bad.yaml:2" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(cli, ["tune-lm", str(exp), str(dev), str(tuned), "--lm", str(tmp_path / "lm" / "lm.arpa"),
+                                 "--lm-weights", "0.5,abc"])
+    assert r.exit_code == 1 and "--lm-weights" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "x"), "--method", "lexicon"])
     assert r.exit_code == 1 and "needs a vocabulary" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(cli, ["average", str(exp), "--last", "2", "--out", str(tmp_path / "avg.pt")])

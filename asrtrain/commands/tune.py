@@ -1,0 +1,36 @@
+"""``asrtrain tune-lm EXP_DIR DEV_DIR OUT_DIR --lm LM``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import click
+
+
+@click.command("tune-lm")
+@click.argument("exp_dir", type=click.Path(path_type=Path))
+@click.argument("data_dir", type=click.Path(path_type=Path))
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.option("--lm", type=click.Path(path_type=Path), required=True, help="Word n-gram LM (ARPA).")
+@click.option("--lm-weights", default="0.3,0.5,0.8,1.2", show_default=True,
+              help="LM weights to try (comma-separated).")
+@click.option("--word-bonuses", default="0,1,2,3", show_default=True,
+              help="Per-word bonuses to try (comma-separated).")
+@click.option("--beam-size", type=int, help="Beam width (default: the exp config's decode.beam_size).")
+@click.option("--ref", type=click.Path(path_type=Path), help="Reference text (default: DATA_DIR/text).")
+@click.option("--checkpoint", type=click.Path(path_type=Path), help="Model file instead of EXP_DIR/final.pt.")
+@click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N.")
+def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: str, word_bonuses: str,
+            beam_size: Optional[int], ref: Optional[Path], checkpoint: Optional[Path], device: str) -> None:
+    """Choose the lexicon search's LM weight and word bonus by WER on a dev set (DATA_DIR).
+
+    The model runs once; every grid point is searched over the cached log-probabilities. Writes
+    OUT_DIR/best.yaml (pass it to `asrtrain decode --params` for test), grid.tsv and the best text.
+    Tune on dev only: a grid searched on test reports a figure no user will get."""
+    from asrtrain.decode.tune import parse_grid, tune_lm as run
+
+    best = run(exp_dir, data_dir, out_dir, lm, parse_grid(lm_weights, "--lm-weights"),
+               parse_grid(word_bonuses, "--word-bonuses"), beam_size, ref, checkpoint, device)
+    click.echo(f"best on {data_dir}: lm_weight {best['lm_weight']:g} word_bonus {best['word_bonus']:g} "
+               f"beam {best['beam_size']}: %WER {best['dev_wer']:.2f} -> {Path(out_dir) / 'best.yaml'}")

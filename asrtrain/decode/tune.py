@@ -1,0 +1,121 @@
+"""``asrtrain tune-lm``: choose the LM weight and word bonus of the lexicon search on dev, once.
+
+Kaldi's ``local/score.sh`` decodes every set over a grid of LM weights and word-insertion penalties and
+reports each set's best, which quietly tunes on test. Here the grid is searched on a dev set only: the
+acoustic model runs once, each grid point runs the lexicon search over the cached log-probabilities, and
+the winner goes to ``OUT_DIR/best.yaml``, which ``asrtrain decode --params best.yaml`` reads when it
+decodes test. ``OUT_DIR/grid.tsv`` keeps every point's dev WER (ties go to the smaller weight, then the
+smaller bonus: the least LM-dependent setting), ``OUT_DIR/text`` the winner's dev hypotheses.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from asrtrain.errors import AsrError
+from asrtrain.io import atomic_write_text
+
+log = logging.getLogger("asrtrain.decode")
+
+PARAMS_KEYS = ("lm_weight", "word_bonus", "beam_size")
+
+
+def parse_grid(value: str, what: str) -> List[float]:
+    """``"0.3,0.5,1"`` -> [0.3, 0.5, 1.0]; one line naming the option for anything else."""
+    out = []
+    for item in value.split(","):
+        try:
+            v = float(item)
+        except ValueError:
+            raise AsrError(f"{what}: '{item}' is not a number", fix=f"give {what} as comma-separated numbers, "
+                           "e.g. 0.3,0.5,1.0") from None
+        if v != v or v in (float("inf"), float("-inf")):
+            raise AsrError(f"{what}: '{item}' is not finite", fix="give finite numbers")
+        out.append(v)
+    if not out or len(set(out)) != len(out):
+        raise AsrError(f"{what}: give distinct values", fix="e.g. 0.3,0.5,1.0")
+    return out
+
+
+def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: Sequence[float],
+            word_bonuses: Sequence[float], beam_size: Optional[int] = None, ref: Optional[Path] = None,
+            checkpoint: Optional[Path] = None, device: str = "cpu") -> Dict[str, float]:
+    """Grid-search ``lm_weight`` x ``word_bonus`` by WER on ``data_dir`` (a dev set); returns the best
+    point and writes ``best.yaml``, ``grid.tsv`` and ``text`` into ``out_dir``."""
+    from asrtrain.data.table import read_table, write_table
+    from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search
+    from asrtrain.decode.run import check_features, load_model, log_probs_by_utt
+    from asrtrain.lm.ngram import read_arpa
+    from asrtrain.score.wer import Counts, count_words
+    from asrtrain.text.tokenizer import Tokenizer
+
+    data_dir, out_dir = Path(data_dir), Path(out_dir)
+    ref_path = Path(ref) if ref else data_dir / "text"
+    if not ref_path.is_file():
+        raise AsrError("no reference transcripts to tune on", ref_path,
+                       fix="tune on a dev set with a text file, or pass --ref")
+    refs = {u: t.split() for u, t in read_table(ref_path, min_fields=1).items()}
+    cfg, model = load_model(exp_dir, checkpoint, device)
+    if cfg.model.loss != "ctc":
+        raise AsrError("tune-lm needs a CTC model", Path(exp_dir) / "config.yaml", fix="use Kaldi's scoring for CE models")
+    check_features(cfg, data_dir)
+    beam = beam_size or cfg.decode.beam_size
+    tok = Tokenizer(Path(exp_dir) / "tokenizer.model")
+    ngram = read_arpa(Path(lm))
+    lexicon = Lexicon(ngram.vocab, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)])
+    t0 = time.time()
+    cached = list(log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames))
+    missing = [u for u, _ in cached if u not in refs]
+    if missing:
+        raise AsrError(f"utterance '{missing[0]}' has no reference transcript", ref_path,
+                       fix="pass the text of the data dir being tuned on")
+    log.info("tune-lm: %d utterances forwarded in %.1f s; %d grid points, beam %d", len(cached),
+             time.time() - t0, len(lm_weights) * len(word_bonuses), beam)
+    rows: List[Tuple[float, float, Counts]] = []
+    best_hyps: Dict[str, str] = {}
+    best: Optional[Tuple[float, float, float, Counts]] = None
+    for w in sorted(lm_weights):
+        for b in sorted(word_bonuses):
+            total, hyps = Counts(), {}
+            for utt, lp in cached:
+                tokens, _, _ = lexicon_beam_search(lp, lexicon, ngram, beam=beam, lm_weight=w, word_bonus=b)
+                hyps[utt] = tok.decode(tokens)
+                total = total + count_words(refs[utt], hyps[utt].split())
+            rows.append((w, b, total))
+            log.info("tune-lm: lm_weight %g word_bonus %g: %s", w, b, total.line(data_dir.name))
+            if best is None or total.wer < best[2] - 1e-9:
+                best, best_hyps = (w, b, total.wer, total), hyps
+    assert best is not None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / "grid.tsv", "lm_weight\tword_bonus\twer\terrors\twords\n" + "".join(
+        f"{w:g}\t{b:g}\t{c.wer:.2f}\t{c.err}\t{c.wrd}\n" for w, b, c in rows))
+    write_table(out_dir / "text", best_hyps)
+    result = {"lm_weight": best[0], "word_bonus": best[1], "beam_size": beam, "dev_wer": round(best[2], 2)}
+    atomic_write_text(out_dir / "best.yaml", "".join(f"{k}: {v}\n" for k, v in result.items()) +
+                      f"# chosen on {data_dir} (reference {ref_path}), lm {lm}\n")
+    return result
+
+
+def read_params(path: Path) -> Dict[str, float]:
+    """``lm_weight``, ``word_bonus`` and ``beam_size`` from a ``best.yaml`` written by :func:`tune_lm`."""
+    from asrtrain.yamlio import read_yaml
+
+    data, lines = read_yaml(Path(path))
+    if not isinstance(data, dict):
+        raise AsrError("not a mapping of decoding parameters", path, 1, fix="pass the best.yaml of asrtrain tune-lm")
+    out: Dict[str, float] = {}
+    for key in PARAMS_KEYS:
+        if key not in data:
+            raise AsrError(f"no '{key}' in the decoding parameters", path, fix="pass the best.yaml of asrtrain tune-lm")
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise AsrError(f"'{key}' must be a number, not {value!r}", path, lines.get(key), fix="pass the best.yaml of asrtrain tune-lm")
+        out[key] = value
+    if int(out["beam_size"]) != out["beam_size"] or out["beam_size"] < 1:
+        raise AsrError(f"'beam_size' must be a positive integer, not {out['beam_size']}", path,
+                       lines.get("beam_size"), fix="pass the best.yaml of asrtrain tune-lm")
+    out["beam_size"] = int(out["beam_size"])
+    return out
