@@ -4,6 +4,7 @@
 #   bash recipes/an4/run.sh AN4_DIR [--stage N] [--stop-stage N] [--work DIR] [--config YAML] [--nj N]
 #                           [--seed N] [--decode-sets "dev test"] [--tag NAME] [--set key=value ...]
 #                           [--factors 0.9,1.0,1.1] [--vocab-size N] [--dev-utts N]
+#                           [--lm-weights 0.3,0.5,0.8,1.2] [--word-bonuses 0,1,2,3]
 #
 # AN4_DIR is CMU's an4_sphere.tar.gz unpacked (it holds etc/ and wav/; download it from CMU). Splits as
 # ESPnet's egs2/an4: train = the training list minus dev, dev = its first 100 utterances (sorted ids),
@@ -15,7 +16,8 @@
 #   2  features + CMVN                    dump/{train_sp,dev,test}       (asrtrain features)
 #   3  tokenizer and word trigram LM      exp/tokenizer exp/lm           (asrtrain tokenizer train, lm train)
 #   4  train the BLSTM-CTC model          exp/TAG                        (asrtrain train)
-#   5  decode (greedy and lexicon + LM)   exp/TAG/decode_{greedy,lm}_SET (asrtrain decode)
+#   5  decode greedy; choose the LM weight and word bonus on dev (asrtrain tune-lm, exp/TAG/tune_lm_dev);
+#      decode with the lexicon + LM at those settings     exp/TAG/decode_{greedy,lm}_SET (asrtrain decode)
 #   6  score WER and CER                  last lines: %WER / %CER of each decoded set
 #
 # Discipline: every choice (config, tokenizer, epochs, LM weight, beam) is made on dev. While tuning run
@@ -38,6 +40,8 @@ factors=0.9,1.0,1.1
 vocab_size=60
 dev_utts=100
 lm_order=3
+lm_weights=0.3,0.5,0.8,1.2
+word_bonuses=0,1,2,3
 extra=()
 
 while [ $# -gt 0 ]; do
@@ -53,8 +57,10 @@ while [ $# -gt 0 ]; do
     --factors) factors=$2; shift 2 ;;
     --vocab-size) vocab_size=$2; shift 2 ;;
     --dev-utts) dev_utts=$2; shift 2 ;;
+    --lm-weights) lm_weights=$2; shift 2 ;;
+    --word-bonuses) word_bonuses=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
     *) if [ -z "$an4_dir" ]; then an4_dir=$1; shift; else echo "run.sh: unexpected argument $1" >&2; exit 1; fi ;;
   esac
@@ -127,8 +133,17 @@ if run_stage 5; then
       $asrtrain decode "$exp/$tag" "$dump/$part" "$exp/$tag/decode_greedy_$part" --method greedy
       touch "$exp/$tag/decode_greedy_$part/.done"
     fi
+  done
+  # The LM weight and word bonus: a grid searched on dev only, then used unchanged on every set.
+  if done_or "$exp/$tag/tune_lm_dev/.done"; then
+    $asrtrain tune-lm "$exp/$tag" "$dump/dev" "$exp/$tag/tune_lm_dev" --lm "$exp/lm/lm.arpa" \
+      --lm-weights "$lm_weights" --word-bonuses "$word_bonuses"
+    touch "$exp/$tag/tune_lm_dev/.done"
+  fi
+  for part in $decode_sets; do
     if done_or "$exp/$tag/decode_lm_$part/.done"; then
-      $asrtrain decode "$exp/$tag" "$dump/$part" "$exp/$tag/decode_lm_$part" --lm "$exp/lm/lm.arpa"
+      $asrtrain decode "$exp/$tag" "$dump/$part" "$exp/$tag/decode_lm_$part" --lm "$exp/lm/lm.arpa" \
+        --params "$exp/$tag/tune_lm_dev/best.yaml"
       touch "$exp/$tag/decode_lm_$part/.done"
     fi
   done

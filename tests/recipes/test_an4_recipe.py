@@ -24,7 +24,8 @@ def test_an4_recipe_end_to_end(tmp_path):
     an4 = make_an4(tmp_path / "an4")
     work = tmp_path / "work"
     small = ["--dev-utts", "2", "--vocab-size", "20", "--set", "train.epochs=1", "--set", "model.num_layers=1",
-             "--set", "model.hidden=16", "--set", "train.warmup_steps=1", "--set", "train.average_last=1"]
+             "--set", "model.hidden=16", "--set", "train.warmup_steps=1", "--set", "train.average_last=1",
+             "--lm-weights", "0.5,1", "--word-bonuses", "0,2"]
     r = run(work, an4, "--stop-stage", "1", *small)
     assert r.returncode == 0, r.stderr[-3000:]
     sp = (work / "data" / "train_sp" / "utt2spk").read_text().split()
@@ -35,6 +36,10 @@ def test_an4_recipe_end_to_end(tmp_path):
     assert [l.split()[0] for l in lines] == ["%WER", "%CER"] * 4, r.stdout
     assert lines[-2].endswith("| blstm_lm_test") and " | 3 " in lines[-2]  # test: the 3 transcribed utterances
     assert (work / "exp" / "blstm" / "decode_lm_dev" / "scoring" / "cer_summary").is_file()
+    # the LM weight and word bonus were chosen on dev (a 2 x 2 grid) and used unchanged on test
+    tuned = work / "exp" / "blstm" / "tune_lm_dev"
+    assert len((tuned / "grid.tsv").read_text().splitlines()) == 5
+    assert (tuned / "text").read_text() == (work / "exp" / "blstm" / "decode_lm_dev" / "text").read_text()
     # without AN4_DIR stage 0 says what to give
     r = run(tmp_path / "w2")
     assert r.returncode == 1 and "give AN4_DIR" in r.stderr
