@@ -2,7 +2,7 @@
 # The embedded synthetic recipe: espeak-ng speech -> fbank -> sentencepiece -> BLSTM-CTC -> decode -> WER.
 #
 #   bash recipes/synth/run.sh [--stage N] [--stop-stage N] [--hours H] [--nj N] [--strategy S --learners N]
-#        [--strategy-config FILE] [--set section.key=value]
+#        [--strategy-config FILE] [--set section.key=value] [--vocab-size 150]
 #   e.g. --strategy adpsgd --learners 2 --strategy-config recipes/synth/conf/strategy/adpsgd-dp.yaml
 #   (--strategy and --learners win over the file's dist.strategy / dist.learners: give both)
 #
@@ -20,6 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 stage=0
 stop_stage=100
 hours=4
+vocab_size=150
 seed=1
 nj=2
 work=$here
@@ -38,6 +39,7 @@ while [ $# -gt 0 ]; do
     --nj) nj=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
+    --vocab-size) vocab_size=$2; shift 2 ;;
     --strategy) strategy=$2; shift 2 ;;
     --learners) learners=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
@@ -77,7 +79,7 @@ fi
 if run_stage 2; then
   echo "stage 2: tokenizer and language model"
   if done_or "$exp/tokenizer/.done"; then
-    $asrtrain tokenizer train --text "$data/train/text" --out "$exp/tokenizer" --model-type unigram --vocab-size 150
+    $asrtrain tokenizer train --text "$data/train/text" --out "$exp/tokenizer" --model-type unigram --vocab-size "$vocab_size"
     touch "$exp/tokenizer/.done"
   fi
   if done_or "$exp/lm/.done"; then
