@@ -176,13 +176,7 @@ def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], be
         vocab = lm.vocab if lm else arpa_order_and_vocab(Path(lm_path))[1]
     pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
     unk = tok.sp.unk_id()
-    unspellable = [w for w in vocab if unk in tok.sp.encode(w)]
-    if len(unspellable) == len(vocab):
-        raise AsrError("no vocabulary word can be spelled with the tokenizer's pieces",
-                       Path(words_path or lm_path), fix="check that the vocabulary matches the transcripts")
-    if unspellable:
-        log.warning("%d of %d vocabulary words cannot be spelled with the tokenizer's pieces (e.g. %s); "
-                    "they will never be recognised", len(unspellable), len(vocab), unspellable[0])
+    check_spellable(tok, vocab, Path(words_path or lm_path))
     if engine == "flashlight":
         lm_file = Path(lm_path) if lm_path else None
         try:
@@ -199,6 +193,19 @@ def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], be
                                        word_bonus=word_bonus)
     search.engine = engine
     return search
+
+
+def check_spellable(tok, vocab, source: Path) -> None:
+    """Refuse a vocabulary (from ``source``) none of whose words the tokenizer can spell; warn about the
+    words it cannot spell, which the lexicon search will never output."""
+    unk = tok.sp.unk_id()
+    unspellable = [w for w in vocab if unk in tok.sp.encode(w)]
+    if len(unspellable) == len(vocab):
+        raise AsrError("no vocabulary word can be spelled with the tokenizer's pieces", source,
+                       fix="check that the vocabulary matches the transcripts")
+    if unspellable:
+        log.warning("%d of %d vocabulary words cannot be spelled with the tokenizer's pieces (e.g. %s); "
+                    "they will never be recognised", len(unspellable), len(vocab), unspellable[0])
 
 
 def _check_flashlight(lm_path: Optional[Path], flashlight, arpa_order_and_vocab, read_arpa) -> None:

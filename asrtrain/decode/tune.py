@@ -47,7 +47,7 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     point and writes ``best.yaml``, ``grid.tsv`` and ``text`` into ``out_dir``."""
     from asrtrain.data.table import read_table, write_table
     from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search
-    from asrtrain.decode.run import check_features, load_model, log_probs_by_utt
+    from asrtrain.decode.run import check_features, check_spellable, load_model, log_probs_by_utt
     from asrtrain.lm.ngram import read_arpa
     from asrtrain.score.wer import Counts, count_words
     from asrtrain.text.tokenizer import Tokenizer
@@ -65,6 +65,7 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     beam = beam_size or cfg.decode.beam_size
     tok = Tokenizer(Path(exp_dir) / "tokenizer.model")
     ngram = read_arpa(Path(lm))
+    check_spellable(tok, ngram.vocab, Path(lm))
     lexicon = Lexicon(ngram.vocab, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)])
     t0 = time.time()
     cached = list(log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames))

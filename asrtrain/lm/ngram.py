@@ -278,7 +278,6 @@ def train_ngram(sentences: Iterable[Sequence[str]], order: int = 3) -> NgramLM:
     return NgramLM(order, probs, bows)
 
 
-
 def arpa_order_and_vocab(path: Path) -> Tuple[int, List[str]]:
     """(order, vocabulary) of an ARPA file from its header and 1-grams only: what a decoder that loads
     the LM itself (KenLM) needs from us, without reading the higher orders into Python."""
