@@ -77,6 +77,10 @@ def test_exp_dir_describes_itself(data, tmp_path):
            for i in (1, 2, 3)]
     final = params(exp / "final.pt")
     k = "head.weight"
+    # one learner: the averaged model is its model, stored once (shared storage, not a second copy)
+    e3 = torch.load(exp / "checkpoints" / "epoch-0003.rank0.pt", weights_only=True)
+    assert torch.equal(e3["avg_model"][k], e3["model"][k])
+    assert e3["avg_model"][k].untyped_storage().data_ptr() == e3["model"][k].untyped_storage().data_ptr()
     assert torch.allclose(final[k], (eps[0][k] + eps[1][k] + eps[2][k]) / 3, atol=1e-6)
     # a second fresh run into the same dir is refused, with the fix named
     r = CliRunner().invoke(cli, ["train", "--train-data", str(data[0]), "--tokenizer", str(data[2]),
