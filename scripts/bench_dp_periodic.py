@@ -150,7 +150,7 @@ def part_dp(work: Path, corpus: Corpus, s: dict, common: List[str], results: dic
         t = opacus_step_seconds()
         print(f"   opacus DPLSTM + GradSampleModule on the same batch: {t:.3f} s, "
               f"{t / cost['normal']:.1f}x a normal step", flush=True)
-    f, epochs = s["frames"], s["dp_epochs"]
+    f, epochs = s["dpp_global_frames"] // 2, s["dp_epochs"]
     base = common + [f"train.epochs={epochs}", f"train.max_frames={f}", "dist.learners=2",
                      "dp.clip=1.0", "dp.delta=1e-4"]
     rows, series = [], {}
@@ -187,7 +187,7 @@ def part_dp(work: Path, corpus: Corpus, s: dict, common: List[str], results: dic
 
 
 def part_periodic(work: Path, corpus: Corpus, s: dict, common: List[str], results: dict) -> None:
-    f, epochs = s["frames"], s["periodic_epochs"]
+    f, epochs = s["dpp_global_frames"] // s["periodic_learners"], s["periodic_epochs"]
     base = common + [f"train.epochs={epochs}", f"train.max_frames={f}", "dist.strategy=periodic",
                      f"dist.learners={s['periodic_learners']}"]
     rows, points, wer_of, bytes_of = [], {}, {}, {}

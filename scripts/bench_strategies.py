@@ -63,12 +63,13 @@ def sizes(quick: bool, args) -> dict:
         return dict(hours=0.02, dev_utts=16, test_utts=16, tok=("char", 60), model=(1, 32), frames=1500,
                     step_epochs=2, hetero_epochs=1, conv_frames=800, conv_epochs=1, lb_base=1500,
                     lb_mult=(1, 2), lb_epochs=1, log_every=1, seeds=1, dp_reps=2, dp_opacus=False,
-                    dp_eps=("8", "inf"), dp_epochs=1, periodic_epochs=1, periodic_learners=2)
+                    dp_eps=("8", "inf"), dp_epochs=1, periodic_epochs=1, periodic_learners=2,
+                    dpp_global_frames=3000)
     return dict(hours=args.hours, dev_utts=100, test_utts=200, tok=("unigram", 150), model=(2, 128),
                 frames=4000, step_epochs=2, hetero_epochs=3, conv_frames=1000, conv_epochs=args.epochs,
                 lb_base=2000, lb_mult=(1, 2, 4, 8), lb_epochs=args.lb_epochs, log_every=5, seeds=args.seeds,
                 dp_reps=5, dp_opacus=True, dp_eps=("2", "8", "inf"), dp_epochs=args.epochs,
-                periodic_epochs=args.epochs, periodic_learners=4)
+                periodic_epochs=args.epochs, periodic_learners=4, dpp_global_frames=args.global_frames)
 
 
 def common_sets(s: dict) -> list:
@@ -286,6 +287,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=10, help="convergence epochs (full run)")
     ap.add_argument("--lb-epochs", type=int, default=5, help="large-batch epochs (full run)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per configuration in parts dp, periodic")
+    ap.add_argument("--global-frames", type=int, default=4000,
+                    help="parts dp, periodic: global batch in frames, split evenly over the learners "
+                         "(default 4000, the synth recipe's max_frames)")
     args = ap.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     bad = [p for p in parts if p not in PARTS]
