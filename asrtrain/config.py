@@ -199,6 +199,10 @@ class DPConfig:
     noise_multiplier: float = 0.0  # sigma; 0 = derive it from epsilon
     epsilon: float = 0.0  # target epsilon per learner for the whole run; 0 = use noise_multiplier
     delta: float = 1e-5  # must be < 1 / (utterances per learner)
+    # train.balance=dynamic (ADPSGD): each learner trains on its own shard and may take up to this many
+    # times its equal share of steps in an epoch; sigma is computed for that many, so a fast learner
+    # never spends more than the target epsilon (a slow one spends less)
+    max_step_share: float = 2.0
 
     def validate(self) -> None:
         if not self.enabled:
@@ -208,6 +212,9 @@ class DPConfig:
                            fix="set dp.clip to a positive norm bound, e.g. 1.0")
         if not 0 < self.delta < 1:
             raise AsrError(f"dp.delta = {self.delta} must be in (0, 1/utterances)", fix="e.g. dp.delta=1e-5")
+        if not self.max_step_share >= 1.0:
+            raise AsrError(f"dp.max_step_share = {self.max_step_share}: a learner must be allowed at least its "
+                           "equal share of steps", fix="set dp.max_step_share to 1 or more (default 2)")
         if (self.noise_multiplier > 0) == (self.epsilon > 0):
             raise AsrError("dp needs exactly one of dp.noise_multiplier > 0 and dp.epsilon > 0",
                            fix="give a target --set dp.epsilon=8 or a --set dp.noise_multiplier=1.0")
@@ -245,10 +252,6 @@ class Config:
             section = getattr(self, f.name)
             if hasattr(section, "validate"):
                 section.validate()
-        if self.dp.enabled and self.train.balance == "dynamic":
-            raise AsrError("dp.enabled with train.balance=dynamic: learners would share batches, and a fast one "
-                           "would take more steps than its privacy budget was computed for",
-                           fix="set train.balance=static (each learner keeps its own data)")
         return self
 
 

@@ -17,7 +17,13 @@ normaliser is a constant, not the batch's own count, so it reveals nothing about
   all-reduce, so each learner's data is protected from the others by the same accounting.
 
 Accounting (per learner, opacus' RDP accountant): sampling rate ``q = 1 / steps_per_epoch`` (each step
-reads one batch of the learner's shard), ``T = steps_per_epoch * epochs`` steps. ``sigma`` is either
+reads one of the learner's batches of the epoch; an utterance is in at most one of them),
+``T = steps_per_epoch * epochs`` steps. Under static balance the epoch's global batches are dealt anew
+each epoch, so the learners' data mixes across epochs (a one-machine simulation, not sites). With
+``train.balance=dynamic`` balance is private (:class:`asrtrain.train.batching.PrivateBatchSource`): each
+learner keeps a fixed shard, takes turns over it as fast as it can, at most ``dp.max_step_share`` times
+its share per epoch, and ``q = 1 / batches per pass over the shard``, ``T = that cap * epochs``
+(:meth:`DPStrategy.plan`'s ``privacy``). ``sigma`` is either
 given (``dp.noise_multiplier``) or computed by opacus for a target ``dp.epsilon`` at ``dp.delta``. The
 epsilon spent so far is logged per learner each epoch (``train.log``) and in the metrics (TensorBoard
 ``train/dp_epsilon``); the accountant's history is in the strategy state, so a resumed run continues it.
@@ -132,26 +138,35 @@ class DPStrategy(Strategy):
         self.sample_rate = 0.0
         self.normaliser = 0.0
         self.steps = 0
+        self.planned_steps = 0
         self.history: List[Tuple[float, float, int]] = []
         self._clipped = [0.0, 0.0]  # examples clipped, examples seen (for the metrics)
 
     # -- schedule ----------------------------------------------------------------------------------
-    def plan(self, steps_per_epoch: int, epochs: int, examples: int) -> None:
-        """Sampling rate, normaliser and (for a target epsilon) sigma for this learner's run."""
+    def plan(self, steps_per_epoch: int, epochs: int, examples: int,
+             privacy: Optional[Tuple[int, int]] = None) -> None:
+        """Sampling rate, normaliser and (for a target epsilon) sigma for this learner's run.
+
+        ``privacy``: (batches in one pass over the learner's data, the most steps it may take in an
+        epoch), from the batch source; by default both are ``steps_per_epoch`` (static balance). Under
+        private dynamic balance a fast learner may take more steps than its share, and sigma is
+        computed for the most it may take."""
         self.inner.plan(steps_per_epoch, epochs, examples)
         n = examples / self.world_size  # every partition gives a learner ~1/N of the utterances
         if self.cfg.delta >= 1.0 / max(1.0, n):
             raise AsrError(f"dp.delta = {self.cfg.delta:g} >= 1/n for n = {n:.0f} utterances per learner: "
                            "no meaningful guarantee", fix=f"set dp.delta below {1.0 / max(1.0, n):.2g}")
-        steps_per_epoch = max(1, steps_per_epoch)
-        self.sample_rate = 1.0 / steps_per_epoch
-        self.normaliser = n / steps_per_epoch * self.inner.partition().group_size
+        per_pass, most = privacy if privacy is not None else (steps_per_epoch, steps_per_epoch)
+        per_pass, most = max(1, per_pass), max(1, most)
+        self.sample_rate = 1.0 / per_pass
+        self.normaliser = n / per_pass * self.inner.partition().group_size
+        self.planned_steps = most * epochs
         if self.cfg.epsilon > 0 and not self.history:
             self.sigma = noise_multiplier_for(self.cfg.epsilon, self.cfg.delta, self.sample_rate,
-                                              steps_per_epoch * epochs)
+                                              self.planned_steps)
         if self.is_main:
-            log.info("dp: clip %g, sigma %.4f, sampling rate %.4g, %d steps, delta %g%s", self.cfg.clip,
-                     self.sigma, self.sample_rate, steps_per_epoch * epochs, self.cfg.delta,
+            log.info("dp: clip %g, sigma %.4f, sampling rate %.4g, at most %d steps, delta %g%s", self.cfg.clip,
+                     self.sigma, self.sample_rate, self.planned_steps, self.cfg.delta,
                      f", target epsilon {self.cfg.epsilon:g}" if self.cfg.epsilon > 0 else "")
 
     # -- one step ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from asrtrain.distributed.base import Partition
 from asrtrain.errors import AsrError
@@ -126,6 +126,12 @@ class BatchSource:
         """The step the lr schedule is evaluated at for this learner's optimizer step ``step``."""
         return step
 
+    def privacy_steps(self) -> Tuple[int, int]:
+        """(batches in one pass over this learner's data, the most steps it takes in an epoch): what DP's
+        sampling rate and step count are computed from."""
+        n = self.steps_per_epoch()
+        return n, n
+
 
 class DynamicBatchSource(BatchSource):
     """``train.balance = dynamic``: groups claim the epoch's global batches one at a time.
@@ -206,10 +212,76 @@ class DynamicBatchSource(BatchSource):
         return int(self._at)
 
 
+def private_shard(lengths: Dict[str, int], part: Partition) -> Dict[str, int]:
+    """Group ``part.group``'s fixed share of the utterances (``num_groups`` disjoint shards of similar
+    size and length profile: round-robin over the utterances sorted by length, then id). The same in
+    every epoch and every resume: a learner's data never moves to another learner."""
+    ordered = sorted(lengths, key=lambda u: (lengths[u], u))
+    return {u: lengths[u] for u in ordered[part.group::part.num_groups]}
+
+
+class PrivateBatchSource(DynamicBatchSource):
+    """``train.balance = dynamic`` under ``--dp`` (A(DP)^2SGD with heterogeneous learners).
+
+    Plain dynamic balance hands a fast learner other learners' batches; under DP each learner (a site:
+    a hospital, a call centre) must train on its own data only, and the number of steps it takes is
+    what its privacy budget is computed for. So here the shared counter only *paces* the epoch: a
+    claim is a turn, not a batch. Each turn the learner takes the next batch of its own fixed shard
+    (:func:`private_shard`), batched per pass with :func:`make_batches` (pass ``k`` of epoch ``e`` is
+    shuffled by ``(seed, e, k)``; when a fast learner runs out of its shard it starts the next pass).
+    The epoch ends when the turns (the epoch's global batch count) run out, as in plain dynamic
+    balance, or, for this learner, when it has taken ``cap`` turns in the epoch: ``dp.max_step_share``
+    times its equal share. DP's sigma is computed for ``cap`` steps an epoch at sampling rate
+    1 / (batches in one pass over the shard) (:meth:`privacy_steps`), so no learner's epsilon can
+    exceed the target however fast it is; a slower learner spends less (logged).
+    """
+
+    def __init__(self, lengths: Dict[str, int], spec: BatchSpec, part: Partition, rank: int,
+                 timeout_s: float = 60.0, max_share: float = 2.0):
+        if part.group_size != 1:
+            raise AsrError("private dynamic balance needs learners that step alone (ADPSGD), "
+                           f"not groups of {part.group_size}", fix="use --strategy adpsgd with --dp")
+        super().__init__(lengths, spec, part, rank, timeout_s)
+        self.shard = private_shard(lengths, part)
+        self.cap = max(1, int(max_share * self._per_epoch + 1e-9))
+
+    def own_pass(self, epoch: int, k: int) -> List[List[str]]:
+        """Pass ``k`` of ``epoch`` over this learner's shard (pass 0 of epoch 0 is SortaGrad's)."""
+        return make_batches(self.shard, self.spec, epoch * 1000 + k, 1)
+
+    def privacy_steps(self) -> Tuple[int, int]:
+        return len(self.own_pass(0, 0)), self.cap
+
+    def _claim(self, epoch: int) -> Iterator[List[str]]:
+        store = self._connect()
+        turns = len(make_batches(self.lengths, self.spec, epoch, 1))
+        counter = f"asrtrain/claim/e{epoch}"
+        self.taken[epoch] = 0
+        k, own = 0, iter(self.own_pass(epoch, 0))
+        while self.taken[epoch] < self.cap:
+            index = int(store.add(counter, 1)) - 1
+            if index >= turns:
+                break
+            batch = next(own, None)
+            if batch is None:
+                k += 1
+                own = iter(self.own_pass(epoch, k))
+                batch = next(own)
+            self.taken[epoch] += 1
+            self._at = epoch * self._per_epoch + index / self.part.num_groups
+            yield batch
+        log.info("epoch %d: learner %d took %d of %d global batches (dynamic balance, own shard of %d "
+                 "utterances, %d passes begun, at most %d)", epoch + 1, self.rank, self.taken[epoch], turns,
+                 len(self.shard), k + 1, self.cap)
+
+
 def batch_source(balance: str, lengths: Dict[str, int], spec: BatchSpec, part: Partition, rank: int,
-                 timeout_s: float = 60.0) -> BatchSource:
+                 timeout_s: float = 60.0, private: bool = False, max_share: float = 2.0) -> BatchSource:
     """The learner's :class:`BatchSource` for ``train.balance``. With one group (single, SSGD) dynamic
-    and static deal the same batches, so the static source serves both."""
+    and static deal the same batches, so the static source serves both. ``private`` (``--dp``): dynamic
+    balance over each learner's own shard (:class:`PrivateBatchSource`)."""
     if balance == "dynamic" and part.num_groups > 1:
+        if private:
+            return PrivateBatchSource(lengths, spec, part, rank, timeout_s, max_share)
         return DynamicBatchSource(lengths, spec, part, rank, timeout_s)
     return BatchSource(lengths, spec, part)

@@ -360,9 +360,13 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     too_long = oversized(train_data.lengths, cfg.train.max_frames * part.group_size)
     if too_long and strategy.is_main:
         log.warning("%d utterances exceed train.max_frames and get batches of their own", len(too_long))
-    source = batch_source(cfg.train.balance, train_data.lengths, spec, part, rank, cfg.dist.timeout_s)
+    source = batch_source(cfg.train.balance, train_data.lengths, spec, part, rank, cfg.dist.timeout_s,
+                          private=cfg.dp.enabled, max_share=cfg.dp.max_step_share)
     steps_per_epoch = source.steps_per_epoch()
-    strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths))
+    if cfg.dp.enabled:
+        strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths), privacy=source.privacy_steps())
+    else:
+        strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths))
     total_steps = steps_per_epoch * cfg.train.epochs
     monitor = Monitor(job.exp_dir, strategy, cfg.train.log_every_steps, total_steps)
     try:

@@ -153,9 +153,32 @@ def test_config_and_overrides_for_period_and_dp(tmp_path):
             load_config(None, [f"dist.period={bad}"])
 
 
-def test_dp_with_dynamic_balance_is_refused():
-    with pytest.raises(AsrError, match="train.balance=dynamic"):
-        load_config(None, ["dp.enabled=true", "dp.epsilon=8", "train.balance=dynamic"])
+def test_dp_with_dynamic_balance_is_accepted_and_a_share_below_one_refused():
+    cfg = load_config(None, ["dp.enabled=true", "dp.epsilon=8", "train.balance=dynamic",
+                             "dp.max_step_share=1.5"])
+    assert (cfg.train.balance, cfg.dp.max_step_share) == ("dynamic", 1.5)
+    with pytest.raises(AsrError, match="dp.max_step_share = 0.5") as err:
+        load_config(None, ["dp.enabled=true", "dp.epsilon=8", "dp.max_step_share=0.5"])
+    assert "\n" not in str(err.value)
+
+
+def test_sigma_is_planned_for_the_most_steps_a_fast_learner_may_take():
+    """Private dynamic balance: q from the pass over the learner's own shard, T from its step cap, so
+    a learner that uses its whole cap spends exactly the target and a slower one less."""
+    cfg = DPConfig(enabled=True, clip=1.0, epsilon=4.0, delta=1e-4)
+    s = DPStrategy(Strategy(), cfg)
+    model = torch.nn.Linear(2, 1)
+    s.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    s.plan(10, 3, 500, privacy=(12, 20))
+    assert s.sample_rate == pytest.approx(1 / 12) and s.planned_steps == 60
+    assert s.sigma == pytest.approx(noise_multiplier_for(4.0, 1e-4, 1 / 12, 60))
+    assert s.sigma > noise_multiplier_for(4.0, 1e-4, 1 / 12, 30)  # more steps allowed, more noise
+    for _ in range(30):
+        s.apply_step(s.optimizer)
+    half = s.epsilon()
+    for _ in range(30):
+        s.apply_step(s.optimizer)
+    assert half < s.epsilon() == pytest.approx(4.0, abs=0.02)
 
 
 def test_fp16_scale_multiplies_the_private_gradient_and_wrap_is_the_bare_model():

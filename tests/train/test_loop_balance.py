@@ -149,3 +149,62 @@ def test_dynamic_source_refuses_a_mid_epoch_start():
     src = DynamicBatchSource({"a": 10}, BatchSpec(100, 8, 10, 1), Partition(0, 2, 0, 1), rank=0)
     with pytest.raises(AsrError, match="middle of epoch"):
         src.batches(0, 3)
+
+
+def private_sources(lengths, spec, store, share):
+    from asrtrain.distributed.base import Partition
+    from asrtrain.train.batching import PrivateBatchSource
+    out = []
+    for g in (0, 1):
+        src = PrivateBatchSource(lengths, spec, Partition(g, 2, 0, 1), rank=g, max_share=share)
+        src._store = store
+        out.append(src)
+    return out
+
+
+@pytest.mark.parametrize("share", [2.0, 1.25])
+def test_private_dynamic_balance_keeps_each_learners_data_its_own(share):
+    """--dp with dynamic balance: claims are turns; every batch a learner trains on comes from its own
+    fixed shard (a fast learner starts another pass over it), and no learner exceeds its step cap."""
+    import torch.distributed as dist
+    lengths = {f"u{i:03d}": 20 + (i * 37) % 90 for i in range(60)}
+    spec = BatchSpec(200, 256, 30, 3)
+    turns = len(make_batches(lengths, spec, 0, 1))
+    fast, slow = private_sources(lengths, spec, dist.HashStore(), share)
+    assert set(fast.shard).isdisjoint(slow.shard) and set(fast.shard) | set(slow.shard) == set(lengths)
+    assert fast.privacy_steps() == (len(fast.own_pass(0, 0)), int(share * -(-turns // 2)))
+    its, got, done = [fast.batches(0, 0), slow.batches(0, 0)], [[], []], [False, False]
+    while not all(done):
+        for r, times in ((0, 4), (1, 1)):  # learner 0 steps four times as often
+            for _ in range(0 if done[r] else times):
+                b = next(its[r], None)
+                if b is None:
+                    done[r] = True
+                    break
+                got[r].append(b)
+    for r, src in enumerate((fast, slow)):
+        assert all(set(b) <= set(src.shard) for b in got[r])
+        assert src.taken[0] == len(got[r]) <= src.cap
+    assert len(got[0]) + len(got[1]) == turns  # the epoch's turns all used, each once
+    if share == 2.0:  # cap not reached: the fast learner went past its own shard into a second pass
+        assert len(got[0]) > len(fast.own_pass(0, 0)) and len(got[0]) >= 3 * len(got[1])
+        assert got[0][:len(fast.own_pass(0, 0))] == fast.own_pass(0, 0)
+    else:  # the cap stopped the fast learner; the slow one took the remaining turns
+        assert len(got[0]) == fast.cap and len(got[1]) == turns - fast.cap
+
+
+def test_adpsgd_dp_dynamic_fast_learner_takes_more_steps_within_its_epsilon(data, tmp_path):  # noqa: F811
+    exp = tmp_path / "dpdyn"
+    r = train(data, exp, ["train.balance=dynamic", "dist.slowdown='1:4'", "dp.enabled=true", "dp.epsilon=8",
+                          "dp.delta=1e-3", "dp.clip=1.0"], "--strategy", "adpsgd", "--learners", "2")
+    assert r.exit_code == 0, r.output
+    log = (exp / "train.log").read_text()
+    t = taken(exp)
+    for e in (1, 2):
+        assert t[e, 0] + t[e, 1] == global_batches(data, e - 1), t
+    s0, s1 = steps(exp, "epoch-0002", (0, 1))
+    assert s0 >= 1.5 * s1, (s0, s1)
+    eps = {int(m.group(1)): float(m.group(2)) for m in
+           re.finditer(r"\[learner (\d+)\] epoch 2 dp: epsilon ([\d.]+)", log)}
+    assert eps[1] < eps[0] <= 8.0 + 0.05, eps  # the fast one spends more, never past the target
+    assert "own shard of" in log
