@@ -193,14 +193,15 @@ def averaged_dev_curve(run: Run, corpus: Corpus) -> List[Dict[str, float]]:
     from asrtrain.text.tokenizer import Tokenizer
     from asrtrain.train import checkpoint as ckpt
     from asrtrain.train.dataset import AsrDataset
-    from asrtrain.train.loop import compute_validation_loss
+    from asrtrain.train.loop import Learner, compute_validation_loss
 
     rows = []
     with output_to(run.exp.parent.parent / "learners.log"):
         for i, path in enumerate(ckpt.epoch_checkpoints(run.exp), start=1):
             cfg, model = load_model(run.exp, path)
             dev = AsrDataset(corpus.dev, cfg.model.subsample, Tokenizer(run.exp / "tokenizer.model"))
-            loss = compute_validation_loss(model, Strategy(), dev, cfg)
+            learner = Learner(model, model, None, None, torch.device("cpu"), "fp32")
+            loss = compute_validation_loss(learner, Strategy(), dev, cfg)
             out = run.exp / f"decode_dev_avg_epoch{i}"
             decode(run.exp, corpus.dev, out, method="greedy", checkpoint=path)
             wer = score_text(corpus.dev / "text", out / "text").wer

@@ -214,3 +214,59 @@ def part_periodic(work: Path, corpus: Corpus, s: dict, common: List[str], result
     plot(work / "periodic.png", points, "MB sent per learner", "test WER %", logx=True)
     print(table)
     print(f"periodic_adaptive_vs_h1: WER {rel:+.3f} relative, bytes x{frac:.3f} (goal <= +0.05, <= 0.5)")
+
+
+DPSPEED = {  # variant -> --set overrides; all: 2 learners, rank 1 slowed 3x, target epsilon 8
+    "ssgd-dp": ["dist.strategy=ssgd"],
+    "adpsgd-dp static": ["dist.strategy=adpsgd"],
+    "adpsgd-dp dynamic (private)": ["dist.strategy=adpsgd", "train.balance=dynamic"],
+}
+
+
+def part_dpspeed(work: Path, corpus: Corpus, s: dict, common: List[str], results: dict) -> None:
+    """The paper's heterogeneous case alone, cheap enough for 3 seeds: 2 learners, rank 1 slowed 3x,
+    target epsilon 8, SSGD-DP vs ADPSGD-DP with static and with private dynamic balance; wall time of
+    the whole run, steps and epsilon per learner, and the dev loss per token of the learner-averaged
+    final model (the last epoch checkpoint's avg_model)."""
+    from bench_common import averaged_dev_curve
+
+    f, epochs = s["dpp_global_frames"] // 2, s["dpspeed_epochs"]
+    base = common + [f"train.epochs={epochs}", f"train.max_frames={f}", "dist.learners=2", "dp.enabled=true",
+                     "dp.epsilon=8", "dp.clip=1.0", "dp.delta=1e-4", "dist.slowdown='1:3'"]
+    rows, walls_of = [], {}
+    for name, sets in DPSPEED.items():
+        walls, losses, steps, eps = [], [], [], []
+        for seed in range(1, s["seeds"] + 1):
+            key = name.split(" (")[0].replace(" ", "_")
+            run = train(work, f"dpspeed_{key}_s{seed}", corpus, base + sets + [f"train.seed={seed}"])
+            walls.append(run.wall_s)
+            losses.append(averaged_dev_curve(run, corpus)[-1]["dev_loss"])
+            steps.append((run.steps(0), run.steps(1)))
+            eps.append((epsilon_logged(run, 0), epsilon_logged(run, 1)))
+        walls_of[name] = walls
+        rows.append([name, spread(walls), spread(losses),
+                     " / ".join(f"{a}:{b}" for a, b in steps),
+                     " / ".join(f"{a:.2f}:{b:.2f}" for a, b in eps)])
+        print("  " + " | ".join(str(c) for c in rows[-1]), flush=True)
+    ratio = statistics.mean(walls_of["ssgd-dp"]) / statistics.mean(walls_of["adpsgd-dp dynamic (private)"])
+    results["dpspeed_ssgd_over_adpsgd_dynamic"] = ratio
+    table = markdown_table(["variant", "wall s mean (min-max)", "dev loss/token, averaged model",
+                            "steps rank0:rank1 per seed", "epsilon spent rank0:rank1 per seed"], rows)
+    head = (f"{s['seeds']} seeds, {corpus.train_utts} training utterances, {epochs} epochs, 2 learners x {f} "
+            f"frames, rank 1 slowed 3x (dist.slowdown 1:3), target epsilon 8 at delta 1e-4.\n\n")
+    (work / "dpspeed.md").write_text(f"{head}{table}\n\nwall time SSGD-DP over ADPSGD-DP private dynamic: "
+                                     f"{ratio:.2f}x\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    names = list(walls_of)
+    ax.barh(names, [statistics.mean(walls_of[n]) for n in names],
+            xerr=[[statistics.mean(walls_of[n]) - min(walls_of[n]) for n in names],
+                  [max(walls_of[n]) - statistics.mean(walls_of[n]) for n in names]], capsize=3)
+    ax.set_xlabel(f"wall s, {epochs} epochs, one learner 3x slower ({s['seeds']} seeds)")
+    fig.tight_layout()
+    fig.savefig(work / "dpspeed.png", dpi=120)
+    plt.close(fig)
+    print(table)
+    print(f"dpspeed_ssgd_over_adpsgd_dynamic: {ratio:.2f}")

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_common import (Corpus, decode_wer, markdown_table, step_seconds, synth_corpus, train,  # noqa: E402
                           train_concurrently)
 
-PARTS = ("step", "hetero", "convergence", "largebatch", "dp", "periodic")
+PARTS = ("step", "hetero", "convergence", "largebatch", "dp", "dpspeed", "periodic")
 
 
 def sizes(quick: bool, args) -> dict:
@@ -63,12 +63,13 @@ def sizes(quick: bool, args) -> dict:
         return dict(hours=0.02, dev_utts=16, test_utts=16, tok=("char", 60), model=(1, 32), frames=1500,
                     step_epochs=2, hetero_epochs=1, conv_frames=800, conv_epochs=1, lb_base=1500,
                     lb_mult=(1, 2), lb_epochs=1, log_every=1, seeds=1, dp_reps=2, dp_opacus=False,
-                    dp_eps=("8", "inf"), dp_epochs=1, periodic_epochs=1, periodic_learners=2,
-                    dpp_global_frames=3000)
+                    dp_eps=("8", "inf"), dp_epochs=1, dpspeed_epochs=1, periodic_epochs=1,
+                    periodic_learners=2, dpp_global_frames=3000)
     return dict(hours=args.hours, dev_utts=100, test_utts=200, tok=("unigram", 150), model=(2, 128),
                 frames=4000, step_epochs=2, hetero_epochs=3, conv_frames=1000, conv_epochs=args.epochs,
                 lb_base=2000, lb_mult=(1, 2, 4, 8), lb_epochs=args.lb_epochs, log_every=5, seeds=args.seeds,
                 dp_reps=5, dp_opacus=True, dp_eps=("2", "8", "inf"), dp_epochs=args.epochs,
+                dpspeed_epochs=args.dpspeed_epochs,
                 periodic_epochs=args.epochs, periodic_learners=4, dpp_global_frames=args.global_frames)
 
 
@@ -287,6 +288,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=10, help="convergence epochs (full run)")
     ap.add_argument("--lb-epochs", type=int, default=5, help="large-batch epochs (full run)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per configuration in parts dp, periodic")
+    ap.add_argument("--dpspeed-epochs", type=int, default=2, help="part dpspeed: epochs")
     ap.add_argument("--global-frames", type=int, default=4000,
                     help="parts dp, periodic: global batch in frames, split evenly over the learners "
                          "(default 4000, the synth recipe's max_frames)")
@@ -307,13 +309,14 @@ def main() -> None:
     fns = {"step": part_step, "hetero": part_hetero, "convergence": part_convergence,
            "largebatch": part_largebatch}
     for p in parts:
-        if p in ("dp", "periodic"):  # scripts/bench_dp_periodic.py (issue 11)
+        if p in ("dp", "dpspeed", "periodic"):  # scripts/bench_dp_periodic.py (issue 11)
             import bench_dp_periodic
             getattr(bench_dp_periodic, f"part_{p}")(work, corpus, s, common_sets(s), results)
             continue
         fns[p](work, corpus, s, results)
     print(f"total {time.time() - t0:.0f} s")
-    for key in ("adpsgd_step_over_single", "hetero_adpsgd_over_ssgd", "hetero_ideal"):
+    for key in ("dpspeed_ssgd_over_adpsgd_dynamic", "adpsgd_step_over_single", "hetero_adpsgd_over_ssgd",
+                "hetero_ideal"):
         if key in results:
             print(f"{key}: {results[key]:.2f}")
 
