@@ -1,0 +1,23 @@
+"""The benchmark scripts' helpers that read finished runs (scripts/bench_common.py): they are not run by
+the suite otherwise, and a broken one only shows after an hour of benchmark."""
+
+import math
+import sys
+from pathlib import Path
+
+from test_loop_strategies import data, train  # noqa: F401 - the module-scoped feature fixture
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+
+def test_averaged_dev_curve_evaluates_every_epoch_checkpoint(data, tmp_path):  # noqa: F811
+    from bench_common import Corpus, Run, averaged_dev_curve
+    tr, dev, tok = data
+    exp = tmp_path / "runs" / "ad"
+    r = train(data, exp, ["train.max_frames=1600"], "--strategy", "adpsgd", "--learners", "2")
+    assert r.exit_code == 0, r.output
+    run = Run(exp, 0.0)
+    assert run.steps(0) == run.steps(1) > 0
+    rows = averaged_dev_curve(run, Corpus(tr, dev, dev, dev / "text", tok, 40, None))
+    assert [row["epoch"] for row in rows] == [1, 2]
+    assert all(math.isfinite(row["dev_loss"]) and row["dev_loss"] > 0 and row["dev_wer"] >= 0 for row in rows)
