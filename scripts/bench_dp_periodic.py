@@ -9,13 +9,17 @@ dp:
      slowed 3x (dist.slowdown 1:3). ADPSGD uses train.balance=dynamic there: without DP the fast learner
      claims more of the global batches; with DP balance is private (each learner takes more turns over
      its own shard, at most dp.max_step_share = 2 times its share, with sigma computed for that cap).
+dpspeed:
+  a'. the heterogeneous case alone, cheap enough for 3 seeds: rank 1 slowed 3x, target epsilon 8, SSGD-DP
+     vs ADPSGD-DP static vs ADPSGD-DP private dynamic; wall time, steps and epsilon per learner, dev loss
+     of the learner-averaged model (``--dpspeed-epochs``, default 2).
 periodic:
-  b. constant H in {1, 4, 16} vs adaptive, 2 learners: test WER against the bytes each learner sent
+  b. constant H in {1, 4, 16} vs adaptive, 4 learners (--quick: 2): test WER against the bytes each learner sent
      (from the strategy state in the last checkpoint). Goal: adaptive within 5% relative of H = 1's WER
      with at most half its bytes.
 
 Every configuration runs ``--seeds`` seeds (train.seed); tables give mean and spread (min-max) over
-them, written with PNGs to ``<work>/dp.md|png`` and ``<work>/periodic.md|png``.
+them, written with PNGs to ``<work>/dp.md|png``, ``dpspeed.md|png`` and ``periodic.md|png``.
 """
 
 from __future__ import annotations

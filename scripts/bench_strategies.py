@@ -35,7 +35,7 @@ heterogeneity figures were measured with --hours 0.3 (347 utterances), the other
     python scripts/bench_strategies.py                    # everything (see --help for sizes)
     python scripts/bench_strategies.py --parts step,hetero
     python scripts/bench_strategies.py --quick            # smoke test, ~2-3 minutes
-    python scripts/bench_strategies.py --parts dp,periodic # issue 11: see scripts/bench_dp_periodic.py
+    python scripts/bench_strategies.py --parts dp,dpspeed,periodic  # issue 11: scripts/bench_dp_periodic.py
 
 The last three lines are ``adpsgd_step_over_single``, ``hetero_adpsgd_over_ssgd``, ``hetero_ideal``.
 """

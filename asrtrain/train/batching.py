@@ -126,11 +126,14 @@ class BatchSource:
         """The step the lr schedule is evaluated at for this learner's optimizer step ``step``."""
         return step
 
-    def privacy_steps(self) -> Tuple[int, int]:
-        """(batches in one pass over this learner's data, the most steps it takes in an epoch): what DP's
-        sampling rate and step count are computed from."""
-        n = self.steps_per_epoch()
-        return n, n
+    def privacy_steps(self, epochs: int) -> Tuple[int, int]:
+        """(batches in one pass over this learner's data, the most steps it takes in an epoch) over
+        ``epochs`` epochs: what DP's sampling rate and step count are computed from. Each epoch's
+        shuffle packs the batches a little differently, so the fewest batches of any epoch (the largest
+        sampling rate) and the most (the most steps) are taken: the epsilon spent never passes the
+        target because one epoch had a batch more than the first."""
+        counts = [len(learner_batches(self.lengths, self.spec, e, self.part)) for e in range(max(1, epochs))]
+        return min(counts), max(counts)
 
 
 class DynamicBatchSource(BatchSource):
@@ -249,8 +252,8 @@ class PrivateBatchSource(DynamicBatchSource):
         """Pass ``k`` of ``epoch`` over this learner's shard (pass 0 of epoch 0 is SortaGrad's)."""
         return make_batches(self.shard, self.spec, epoch * 1000 + k, 1)
 
-    def privacy_steps(self) -> Tuple[int, int]:
-        return len(self.own_pass(0, 0)), self.cap
+    def privacy_steps(self, epochs: int) -> Tuple[int, int]:
+        return min(len(self.own_pass(e, 0)) for e in range(max(1, epochs))), self.cap
 
     def _claim(self, epoch: int) -> Iterator[List[str]]:
         store = self._connect()

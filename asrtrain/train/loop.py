@@ -364,7 +364,8 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
                           private=cfg.dp.enabled, max_share=cfg.dp.max_step_share)
     steps_per_epoch = source.steps_per_epoch()
     if cfg.dp.enabled:
-        strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths), privacy=source.privacy_steps())
+        strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths),
+                      privacy=source.privacy_steps(cfg.train.epochs))
     else:
         strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths))
     total_steps = steps_per_epoch * cfg.train.epochs

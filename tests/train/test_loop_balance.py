@@ -172,7 +172,7 @@ def test_private_dynamic_balance_keeps_each_learners_data_its_own(share):
     turns = len(make_batches(lengths, spec, 0, 1))
     fast, slow = private_sources(lengths, spec, dist.HashStore(), share)
     assert set(fast.shard).isdisjoint(slow.shard) and set(fast.shard) | set(slow.shard) == set(lengths)
-    assert fast.privacy_steps() == (len(fast.own_pass(0, 0)), int(share * -(-turns // 2)))
+    assert fast.privacy_steps(1) == (len(fast.own_pass(0, 0)), int(share * -(-turns // 2)))
     its, got, done = [fast.batches(0, 0), slow.batches(0, 0)], [[], []], [False, False]
     while not all(done):
         for r, times in ((0, 4), (1, 1)):  # learner 0 steps four times as often
@@ -208,3 +208,15 @@ def test_adpsgd_dp_dynamic_fast_learner_takes_more_steps_within_its_epsilon(data
            re.finditer(r"\[learner (\d+)\] epoch 2 dp: epsilon ([\d.]+)", log)}
     assert eps[1] < eps[0] <= 8.0 + 0.05, eps  # the fast one spends more, never past the target
     assert "own shard of" in log
+
+
+def test_static_privacy_steps_cover_every_epochs_batch_count():
+    """Each epoch's shuffle packs batches differently: DP's plan takes the fewest (largest sampling rate)
+    and the most (most steps) over the run's epochs, not the first epoch's count."""
+    from asrtrain.distributed.base import Partition
+    from asrtrain.train.batching import BatchSource, learner_batches
+    lengths = {f"u{i:03d}": 20 + (i * 37) % 90 for i in range(60)}
+    spec, part = BatchSpec(200, 256, 30, 1), Partition(0, 2, 0, 1)
+    counts = [len(learner_batches(lengths, spec, e, part)) for e in range(6)]
+    assert len(set(counts)) == 2  # the case this guards: counts differ between epochs
+    assert BatchSource(lengths, spec, part).privacy_steps(6) == (min(counts), max(counts))
