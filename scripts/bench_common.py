@@ -181,8 +181,9 @@ def decode_wer(run: Run, corpus: Corpus, lm: bool = False) -> float:
     return score_text(corpus.test_text, out / "text").wer
 
 
-def averaged_dev_curve(run: Run, corpus: Corpus) -> List[Dict[str, float]]:
-    """Per epoch, the **learner-averaged** model's dev loss (per token) and greedy dev WER (%).
+def averaged_dev_curve(run: Run, corpus: Corpus, last_only: bool = False) -> List[Dict[str, float]]:
+    """Per epoch (``last_only``: the last epoch only), the **learner-averaged** model's dev loss (per
+    token) and greedy dev WER (%).
 
     Each epoch checkpoint holds ``avg_model``, the mean of all learners' weights at that epoch's end
     (for ADPSGD not what any one learner holds); this evaluates it on the whole dev set in this process.
@@ -197,7 +198,8 @@ def averaged_dev_curve(run: Run, corpus: Corpus) -> List[Dict[str, float]]:
 
     rows = []
     with output_to(run.exp.parent.parent / "learners.log"):
-        for i, path in enumerate(ckpt.epoch_checkpoints(run.exp), start=1):
+        paths = list(enumerate(ckpt.epoch_checkpoints(run.exp), start=1))
+        for i, path in paths[-1:] if last_only else paths:
             cfg, model = load_model(run.exp, path)
             dev = AsrDataset(corpus.dev, cfg.model.subsample, Tokenizer(run.exp / "tokenizer.model"))
             learner = Learner(model, model, None, None, torch.device("cpu"), "fp32")

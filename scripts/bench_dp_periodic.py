@@ -240,11 +240,11 @@ def part_dpspeed(work: Path, corpus: Corpus, s: dict, common: List[str], results
     rows, walls_of = [], {}
     for name, sets in DPSPEED.items():
         walls, losses, steps, eps = [], [], [], []
+        key = name.split(" (")[0].replace(" ", "_")
         for seed in range(1, s["seeds"] + 1):
-            key = name.split(" (")[0].replace(" ", "_")
             run = train(work, f"dpspeed_{key}_s{seed}", corpus, base + sets + [f"train.seed={seed}"])
             walls.append(run.wall_s)
-            losses.append(averaged_dev_curve(run, corpus)[-1]["dev_loss"])
+            losses.append(averaged_dev_curve(run, corpus, last_only=True)[0]["dev_loss"])
             steps.append((run.steps(0), run.steps(1)))
             eps.append((epsilon_logged(run, 0), epsilon_logged(run, 1)))
         walls_of[name] = walls

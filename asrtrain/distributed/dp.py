@@ -20,8 +20,9 @@ Accounting (per learner, opacus' RDP accountant): sampling rate ``q = 1 / steps_
 reads one of the learner's batches of the epoch; an utterance is in at most one of them),
 ``T = steps_per_epoch * epochs`` steps, where ``steps_per_epoch`` is the fewest batches of any epoch for
 ``q`` and the most for ``T`` (each epoch's shuffle packs batches a little differently; planning on the
-first epoch's count let a run spend 8.01 for a target of 8). Under static balance the epoch's global batches are dealt anew
-each epoch, so the learners' data mixes across epochs (a one-machine simulation, not sites). With
+first epoch's count let a run spend 8.01 for a target of 8). Under static balance the epoch's global
+batches are dealt anew each epoch, so the learners' data mixes across epochs (a one-machine simulation,
+not sites). With
 ``train.balance=dynamic`` balance is private (:class:`asrtrain.train.batching.PrivateBatchSource`): each
 learner keeps a fixed shard, takes turns over it as fast as it can, at most ``dp.max_step_share`` times
 its share per epoch, and ``q = 1 / batches per pass over the shard``, ``T = that cap * epochs``

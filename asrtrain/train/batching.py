@@ -181,25 +181,30 @@ class DynamicBatchSource(BatchSource):
                            fix="resume from an epoch checkpoint (train.checkpoint_every_steps=0)")
         return self._claim(epoch)
 
-    def _claim(self, epoch: int) -> Iterator[List[str]]:
+    def _claims(self, epoch: int, count: int, cap: Optional[int] = None) -> Iterator[int]:
+        """The indices into the epoch's ``count`` global batches that this group claims, one right before
+        each step, until they run out (or after ``cap`` claims); counted in ``taken``, and each one
+        moves the schedule position."""
         store = self._connect()
-        glob = make_batches(self.lengths, self.spec, epoch, self.part.group_size)
         counter = f"asrtrain/claim/e{epoch}"
         self.taken[epoch] = 0
-        step = 0
-        while True:
-            key = f"{counter}/g{self.part.group}/s{step}"
+        while cap is None or self.taken[epoch] < cap:
+            key = f"{counter}/g{self.part.group}/s{self.taken[epoch]}"
             if self.part.member == 0:
                 index = int(store.add(counter, 1)) - 1
                 if self.part.group_size > 1:
                     store.set(key, str(index))
             else:
                 index = int(store.get(key))
-            if index >= len(glob):
+            if index >= count:
                 break
             self.taken[epoch] += 1
-            step += 1
             self._at = epoch * self._per_epoch + index / self.part.num_groups
+            yield index
+
+    def _claim(self, epoch: int) -> Iterator[List[str]]:
+        glob = make_batches(self.lengths, self.spec, epoch, self.part.group_size)
+        for index in self._claims(epoch, len(glob)):
             yield slice_for(glob[index], self.lengths, self.part.member, self.part.group_size)
         log.info("epoch %d: learner %d took %d of %d global batches (dynamic balance)", epoch + 1, self.rank,
                  self.taken[epoch], len(glob))
@@ -256,27 +261,18 @@ class PrivateBatchSource(DynamicBatchSource):
         return min(len(self.own_pass(e, 0)) for e in range(max(1, epochs))), self.cap
 
     def _claim(self, epoch: int) -> Iterator[List[str]]:
-        store = self._connect()
         turns = len(make_batches(self.lengths, self.spec, epoch, 1))
-        counter = f"asrtrain/claim/e{epoch}"
-        self.taken[epoch] = 0
         k, own = 0, iter(self.own_pass(epoch, 0))
-        while self.taken[epoch] < self.cap:
-            index = int(store.add(counter, 1)) - 1
-            if index >= turns:
-                break
+        for _ in self._claims(epoch, turns, self.cap):
             batch = next(own, None)
             if batch is None:
                 k += 1
                 own = iter(self.own_pass(epoch, k))
                 batch = next(own)
-            self.taken[epoch] += 1
-            self._at = epoch * self._per_epoch + index / self.part.num_groups
             yield batch
         log.info("epoch %d: learner %d took %d of %d global batches (dynamic balance, own shard of %d "
                  "utterances, %d passes begun, at most %d)", epoch + 1, self.rank, self.taken[epoch], turns,
                  len(self.shard), k + 1, self.cap)
-
 
 def batch_source(balance: str, lengths: Dict[str, int], spec: BatchSpec, part: Partition, rank: int,
                  timeout_s: float = 60.0, private: bool = False, max_share: float = 2.0) -> BatchSource:

@@ -21,3 +21,4 @@ def test_averaged_dev_curve_evaluates_every_epoch_checkpoint(data, tmp_path):  #
     rows = averaged_dev_curve(run, Corpus(tr, dev, dev, dev / "text", tok, 40, None))
     assert [row["epoch"] for row in rows] == [1, 2]
     assert all(math.isfinite(row["dev_loss"]) and row["dev_loss"] > 0 and row["dev_wer"] >= 0 for row in rows)
+    assert averaged_dev_curve(run, Corpus(tr, dev, dev, dev / "text", tok, 40, None), last_only=True) == rows[-1:]
