@@ -7,16 +7,16 @@
    100 Gb/s between nodes). Predicts the 64-GPU speed-up and time, and the 32-GPU time, beside the
    published 40x, 5.2 h and 11.5 h, then moves one assumption at a time to show which moves the figure.
 2. **self**: real ``asrtrain train`` runs on this machine (the synthetic corpus, a BLSTM 2x128, one torch
-   thread per learner, --epochs 1 epoch, the last one timed): ssgd and adpsgd on 2 and 4 learners,
-   h-adpsgd on 4
-   (2 groups of 2), each with and without the last learner slowed 3x (``dist.slowdown``). The simulator
-   gets parameters measured *outside* those runs: the step time of N independent single learners running
-   at once (the same CPU sharing, no communication; with the first one slowed by dist.slowdown for the
-   slow cases, which gives the slowed learner's real step), the batches per epoch, the model size, and the
-   latency and bandwidth of gloo on this machine (a ping-pong of 2 processes). It predicts rank 0's
-   last-epoch time of each run, which is compared with the measured one.
+   thread per learner, --epochs 1 epoch, the last one timed): ssgd and adpsgd on 2, 4 and 8 learners and
+   h-adpsgd on 4 and 8 (two groups), each with and without the last learner slowed 3x
+   (``dist.slowdown``). Two of them calibrate: ``ssgd2`` gives the time of an all-reducing step and
+   ``adpsgd2`` that of a gossiping one (its own compute, its waits excluded), both with a core per
+   learner; gloo's latency and bandwidth come from a ping-pong of 2 processes. The simulator, with the
+   machine's cores shared by processor sharing (``Cluster.cores_per_node``) and the slow learner idle
+   for twice its compute (what ``dist.slowdown`` does), then predicts rank 0's last-epoch time of every
+   run: the other runs are predictions from those two step times, not fits.
 
-    python scripts/bench_scale.py                     # both parts (self: about 10 minutes on 2 cores)
+    python scripts/bench_scale.py                     # both parts (self: about 6 minutes on 2 cores)
     python scripts/bench_scale.py --parts published   # seconds
 
 Last two lines: ``sim_over_measured_max_rel_err: E`` (worst |predicted - measured| / measured over the
@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_common import STEP_RE, Run, markdown_table, synth_corpus, train, train_concurrently  # noqa: E402
+from bench_common import Run, markdown_table, synth_corpus, train  # noqa: E402
 
 from asrtrain.distributed import simreport as sr  # noqa: E402
 from asrtrain.distributed.simulate import Cluster, Link, Plan, Workload, simulate_epoch  # noqa: E402
@@ -131,13 +131,6 @@ def measure_gloo(nbytes: int) -> Link:
     return Link(lat, bw)
 
 
-def mean_step_s(run, rank: int) -> float:
-    """Mean seconds per step of ``rank`` over its logged windows after the first (warm-up) one."""
-    per = [1.0 / float(m.group(3)) for m in STEP_RE.finditer(run.log()) if int(m.group(1)) == rank]
-    per = per[1:] if len(per) > 1 else per
-    return statistics.mean(per)
-
-
 def reuse(work: Path, names) -> list:
     """The finished runs ``names`` already in ``work/runs`` (--reuse), or [] if any is missing."""
     exps = [work / "runs" / name for name in names]
@@ -176,76 +169,74 @@ def model_params(run) -> int:
     return sum(t.numel() for t in state.values() if t.is_floating_point())
 
 
+def sync_step_s(run, n: int, epochs: int, link: Link, params: int) -> float:
+    """Seconds of one step of a synchronous run (ssgd) without the model's communication: its epoch over
+    its steps, less the count and gradient all-reduces the model charges."""
+    from asrtrain.distributed.simulate import ring_allreduce_s, scalar_allreduce_s
+    per_step = run.history()[-1]["seconds"] / (run.steps(0) / epochs)
+    return per_step - scalar_allreduce_s(n, link) - ring_allreduce_s(n, 4 * params, link)
+
+
+# Calibration: the two runs the step times come from (one core per learner); the rest are predicted.
+CALIBRATION = ("ssgd2", "adpsgd2")
+
+
 def part_self(work: Path, args, out: dict) -> None:
     corpus = synth_corpus(work, args.hours, 16, 16, "char", 60)
+    cores = os.cpu_count() or 1
     print(f"== self-calibration: {corpus.train_utts} training utterances ({args.hours} h synthetic), "
           f"BLSTM {args.layers}x{args.hidden}, max_frames {args.frames} per learner, {args.epochs} epoch(s) "
-          f"(the last timed), 1 thread per learner, {os.cpu_count()} CPU cores", flush=True)
+          f"(the last timed), 1 thread per learner, {cores} CPU cores", flush=True)
     base = [f"model.num_layers={args.layers}", f"model.hidden={args.hidden}", "train.threads=1",
-            "train.warmup_steps=10", "train.log_every_steps=5", "train.average_last=1", "dist.timeout_s=120",
+            "train.warmup_steps=10", "train.log_every_steps=5", "train.average_last=1", "dist.timeout_s=300",
             f"train.max_frames={args.frames}", f"train.epochs={args.epochs}"]
-    solo = base + ["dist.strategy=single"]
+    learners = [int(x) for x in args.learners.split(",")]
+    configs = [(n, strategy, slow) for n in learners for slow in (False, True)
+               for strategy in ("ssgd", "adpsgd", "h-adpsgd") if strategy != "h-adpsgd" or n >= 4]
+    configs.sort(key=lambda c: f"{c[1]}{c[0]}{'_slow' if c[2] else ''}" not in CALIBRATION)  # those first
+    runs = {}
+    for n, strategy, slow in configs:
+        per_node = n // 2 if strategy == "h-adpsgd" else 0  # two groups
+        sets = base + [f"dist.strategy={strategy}", f"dist.learners={n}"]
+        sets += [f"dist.learners_per_node={per_node}"] if per_node else []
+        sets += [f"dist.slowdown='{n - 1}:{args.slow}'"] if slow else []
+        name = f"{strategy}{n}{'_slow' if slow else ''}"
+        cached = reuse(work, ["cal_" + name]) if args.reuse else []
+        run = cached[0] if cached else train(work, "cal_" + name, corpus, sets)
+        load = "n/a" if cached else f"{os.getloadavg()[0]:.1f}"
+        runs[name] = (n, strategy, slow, per_node, run, load)
 
-    def colocated(n: int, slow: bool):
-        """(normal, slow) mean step seconds of n single learners run at once, the first slowed 3x if asked:
-        the CPU sharing of an n-learner job, and what dist.slowdown really does to a step."""
-        names = [f"cal_single{n}_{i}{'_slow' if slow else ''}" for i in range(n)]
-        extra = [["dist.slowdown='0:3'"] if slow and i == 0 else [] for i in range(n)]
-        runs = reuse(work, names) if args.reuse else None
-        runs = runs or train_concurrently(work, names, corpus, solo, extra)
-        steps = [mean_step_s(r, 0) for r in runs]
-        normal = statistics.mean(steps[1:] if slow else steps)
-        return normal, (steps[0] if slow else normal), runs
-
-    link = None
-    rows, errs, in_run = [], [], []
-    groups = {2: [("ssgd", 0), ("adpsgd", 0)], 4: [("ssgd", 0), ("adpsgd", 0), ("h-adpsgd", 2)]}
-    # Other sessions share this machine: each baseline is measured right before the runs it predicts.
-    for n, slow in ((2, False), (2, True), (4, False), (4, True)):
-        normal, slowed, solo_runs = colocated(n, slow)
-        if link is None:
-            params = model_params(solo_runs[0])
-            link = measure_gloo(params * 4)
-        print(f"co-located single learners, {n} at once{', the first slowed 3x' if slow else ''}: "
-              f"{normal * 1000:.1f} ms per step" + (f", slowed one {slowed * 1000:.1f} ms "
-                                                    f"(x{slowed / normal:.2f})" if slow else ""), flush=True)
-        for strategy, per_node in groups[n]:
-            sets = base + [f"dist.strategy={strategy}", f"dist.learners={n}"]
-            sets += [f"dist.learners_per_node={per_node}"] if per_node else []
-            sets += [f"dist.slowdown='{n - 1}:3'"] if slow else []
-            name = f"cal_{strategy}{n}{'_slow' if slow else ''}"
-            cached = reuse(work, [name]) if args.reuse else []
-            run = cached[0] if cached else train(work, name, corpus, sets)
-            measured = run.history()[-1]["seconds"]
-            load = "n/a" if cached else f"{os.getloadavg()[0]:.1f}"
-            m = n if strategy == "ssgd" else max(1, per_node)
-            w = Workload(step_s=normal, batches=batches_per_epoch(run, n, m, args.epochs), params=params,
-                         slow_factor=slowed / normal, slow_learners=1 if slow else 0)
-            c = Cluster(intra=link, inter=link, learners_per_node=n)
-            pred = simulate_epoch(Plan(strategy, group_size=per_node), n, w, c).epoch_s
-            err = (pred - measured) / measured
-            errs.append(abs(err))
-            print(f"  {name[4:]}: measured {measured:.2f} s, predicted {pred:.2f} s ({err:+.3f})", flush=True)
-            in_col = "-"
-            if strategy != "ssgd":  # the same model fed with the compute each learner got in the run
-                own = [own_step_s(run, r) for r in range(n)]
-                normal_in = statistics.mean(own[:-1] if slow else own)
-                w_in = replace(w, step_s=normal_in, slow_factor=own[-1] / normal_in if slow else 1.0)
-                pred_in = simulate_epoch(Plan(strategy, group_size=per_node), n, w_in, c).epoch_s
-                in_run.append(abs(pred_in - measured) / measured)
-                print(f"    with in-run step times ({normal_in * 1000:.0f} ms"
-                      f"{f', slowed x{own[-1] / normal_in:.2f}' if slow else ''}): predicted {pred_in:.2f} s "
-                      f"({(pred_in - measured) / measured:+.3f})")
-                in_col = f"{pred_in:.2f} ({(pred_in - measured) / measured:+.3f})"
-            rows.append([name[4:], n, f"{normal * 1000:.0f}", f"{measured:.2f}", f"{pred:.2f}",
-                         f"{err:+.3f}", in_col, load])
-    print(markdown_table(["run", "learners", "co-located step ms", "measured epoch s", "predicted epoch s",
-                          "rel. error", "predicted from in-run steps", "load avg (1 min)"], rows))
+    params = model_params(runs["ssgd2"][4])
+    link = measure_gloo(params * 4)
+    # The two step times, each from its calibration run: an all-reducing step (ssgd; H-ADPSGD's groups
+    # all-reduce every step the same way) and a gossiping step (adpsgd's own compute, its waits excluded).
+    sync = sync_step_s(runs["ssgd2"][4], 2, args.epochs, link, params)
+    gossip = statistics.mean(own_step_s(runs["adpsgd2"][4], r) for r in range(2))
+    print(f"calibrated on {' and '.join(CALIBRATION)} (a core per learner): all-reducing step "
+          f"{sync * 1000:.1f} ms, gossiping step {gossip * 1000:.1f} ms; gloo {link.latency_s * 1e6:.0f} us, "
+          f"{link.bandwidth_Bps / 1e9:.2f} GB/s; {cores} cores shared by processor sharing; "
+          f"slow learner: compute, then idle {args.slow - 1:g} x its compute (dist.slowdown)")
+    rows, errs, held = [], [], []
+    for name, (n, strategy, slow, per_node, run, load) in runs.items():
+        measured = run.history()[-1]["seconds"]
+        m = n if strategy == "ssgd" else max(1, per_node)
+        w = Workload(step_s=gossip if strategy == "adpsgd" else sync,
+                     batches=batches_per_epoch(run, n, m, args.epochs), params=params,
+                     slow_factor=args.slow if slow else 1.0, slow_learners=1 if slow else 0)
+        c = Cluster(intra=link, inter=link, learners_per_node=n, cores_per_node=cores)
+        pred = simulate_epoch(Plan(strategy, group_size=per_node), n, w, c).epoch_s
+        err = (pred - measured) / measured
+        errs.append(abs(err))
+        role = "calibration" if name in CALIBRATION else "predicted"
+        if role == "predicted":
+            held.append(abs(err))
+        print(f"  {name}: measured {measured:.2f} s, predicted {pred:.2f} s ({err:+.3f}, {role})", flush=True)
+        rows.append([name, n, role, f"{measured:.2f}", f"{pred:.2f}", f"{err:+.3f}", load])
+    print(markdown_table(["run", "learners", "role", "measured epoch s", "predicted epoch s", "rel. error",
+                          "load avg (1 min)"], rows))
     out["self_err"] = max(errs)
-    two = [e for row, e in zip(rows, errs) if row[1] == 2]
-    print(f"worst relative error: {max(errs):.3f} over all runs; {max(two):.3f} over the 2-learner runs "
-          f"(one core each); {max(in_run):.3f} for adpsgd/h-adpsgd fed the step times each learner got "
-          "in the run")
+    print(f"worst relative error: {max(errs):.3f} over all {len(errs)} runs, {max(held):.3f} over the "
+          f"{len(held)} predicted ones")
 
 
 def main() -> None:
@@ -257,6 +248,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=1, help="epochs per run; the last one is timed")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--learners", default="2,4,8", help="learner counts of the self-calibration runs")
+    ap.add_argument("--slow", type=float, default=3.0, help="the slow learner's dist.slowdown factor")
     ap.add_argument("--reuse", action="store_true", help="reuse finished runs in --work/runs (re-analysis)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -36,6 +36,9 @@ import click
 @click.option("--exchange-overhead-ms", type=float,
               help="Gossip snapshot + averaging per exchange side, ms [14.4].")
 @click.option("--fold-ms", type=float, help="Folding averaging into the weights per step, ms [14.4].")
+@click.option("--cores-per-node", type=click.IntRange(min=0),
+              help="CPU learners: a node's learners share this many cores (processor sharing; --step-s is "
+                   "then core-seconds and a slow learner idles, as dist.slowdown) [0: a device each].")
 @click.option("--epochs", type=int, default=16, show_default=True, help="For the hours column.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the speed-up PNG here.")
@@ -57,13 +60,15 @@ def simulate(strategies: str, learners: str, max_learners: int, balance: str, pl
                 learners_per_node=over["learners_per_node"] or c.learners_per_node,
                 exchange_overhead_s=c.exchange_overhead_s if over["exchange_overhead_ms"] is None
                 else over["exchange_overhead_ms"] * 1e-3,
-                fold_s=c.fold_s if over["fold_ms"] is None else over["fold_ms"] * 1e-3)
+                fold_s=c.fold_s if over["fold_ms"] is None else over["fold_ms"] * 1e-3,
+                cores_per_node=over["cores_per_node"] or 0)
     ns = [int(x) for x in learners.split(",") if x.strip()] or sr.powers_of_two(max_learners)
     plans = [parse_plan(s, balance) for s in strategies.split(",") if s.strip()]
     results = sweep(plans, ns, w, c)
     click.echo(f"# predictions (a model, not measurements): step {w.step_s:.4g} s, "
                f"{w.batches} batches/epoch, "
-               f"{w.model_bytes / 1e6:.1f} MB model, {c.learners_per_node} learners/node")
+               f"{w.model_bytes / 1e6:.1f} MB model, {c.learners_per_node} learners/node"
+               + (f", {c.cores_per_node} shared cores/node" if c.cores_per_node else ""))
     click.echo(sr.table(results))
     one = results[0].epoch_s / results[0].speedup if results else 0.0
     click.echo(f"# one learner: {one:.1f} s per epoch, {epochs * one / 3600:.1f} h for {epochs} epochs")

@@ -12,7 +12,13 @@ learner sends and the mean staleness of the averaging, before anybody buys clust
   ``spread``, drawn from a generator seeded by (seed, rank): runs are deterministic.
 - :class:`Cluster`: an alpha-beta network, ``latency + bytes / bandwidth``, with one :class:`Link` inside
   a node and one between nodes (``learners_per_node`` consecutive ranks share a node); the per-exchange
-  cost of the gossip's snapshot and averaging; the per-step cost of folding averaging into the weights.
+  cost of the gossip's snapshot and averaging; the per-step cost of folding averaging into the weights;
+  and ``cores_per_node``: 0 (the default) gives every learner its own device (a GPU each); ``k`` makes a
+  node's learners share ``k`` cores by processor sharing (each learner one thread: m learners computing at
+  once each run at ``min(1, k / m)`` of a core), as a CPU job with more learners than cores does. Then
+  ``step_s`` is a step's work in core-seconds, and a slow learner's extra time is idle, not compute: it
+  computes its step (sharing the cores), then waits ``slow_factor - 1`` times that step's wall time, as
+  ``dist.slowdown`` (a sleep) does. With a device each, the two readings are the same.
 
 **Communication costs** (``n`` learners, ``B`` bytes, ``link`` the slowest link the group spans):
 
@@ -42,6 +48,9 @@ implement them):
   ends with the fold and the broadcast of the leader's weights inside the group.
 - ``adpsgd`` and ``h-adpsgd`` end the epoch when every learner has finished and its last round has
   landed, then a world all-reduce of the float64 weights (the consensus distance) runs.
+- With shared cores, an SSGD step starts on every learner at once (the count all-reduce before the
+  forward pass is a barrier), so its learners share the cores for the whole step; ADPSGD and H-ADPSGD
+  groups step out of phase and share them only while their computes overlap. Communication takes no core.
 
 **Outputs** (:class:`EpochResult`): epoch seconds, speed-up (one normal-speed learner's epoch over
 this one, the same data), bytes sent per learner in the epoch, and staleness: the mean, over active
@@ -82,6 +91,7 @@ class Cluster:
     learners_per_node: int = 8
     exchange_overhead_s: float = 0.0  # per gossip exchange, each side: snapshot + averaging
     fold_s: float = 0.0  # per step, on a gossiping learner's critical path: fold the delta into the weights
+    cores_per_node: int = 0  # 0: every learner computes on its own device; k: a node's learners share k cores
 
     def node(self, rank: int) -> int:
         return rank // max(1, self.learners_per_node)
@@ -254,6 +264,48 @@ class _Engine:
             fn()
 
 
+class _Cpu:
+    """``cores`` cores shared by processor sharing: m running jobs each progress at ``min(1, cores / m)``
+    core-seconds per second. ``run(work)`` gives a signal that fires when ``work`` core-seconds are done."""
+
+    def __init__(self, eng: _Engine, cores: int):
+        self.eng, self.cores = eng, max(1, cores)
+        self.jobs: Dict[int, List] = {}  # id -> [remaining work, signal]
+        self.last, self.version, self._ids = 0.0, 0, 0
+
+    def _rate(self) -> float:
+        return min(1.0, self.cores / len(self.jobs)) if self.jobs else 0.0
+
+    def _advance(self) -> None:
+        gone = (self.eng.now - self.last) * self._rate()
+        for job in self.jobs.values():
+            job[0] -= gone
+        self.last = self.eng.now
+
+    def _schedule(self) -> None:
+        self.version += 1
+        if self.jobs:
+            version = self.version
+            left = min(job[0] for job in self.jobs.values())
+            self.eng.call_at(self.eng.now + max(0.0, left) / self._rate(), lambda: self._finish(version))
+
+    def _finish(self, version: int) -> None:
+        if version != self.version:
+            return  # the set of jobs changed since this finish was planned
+        self._advance()
+        for i in [i for i, job in self.jobs.items() if job[0] <= 1e-9]:
+            self.jobs.pop(i)[1].fire()
+        self._schedule()
+
+    def run(self, work: float) -> _Signal:
+        self._advance()
+        done = _Signal(self.eng)
+        self._ids += 1
+        self.jobs[self._ids] = [float(work), done]
+        self._schedule()
+        return done
+
+
 # -- the strategies -----------------------------------------------------------------------------------
 
 def group_size_for(plan: Plan, n: int, cluster: Cluster) -> int:
@@ -290,10 +342,35 @@ def single_epoch_s(w: Workload) -> float:
     return float(StepTimes(replace(w, slow_learners=0), 1).block(0, w.batches).sum())
 
 
+def shared_walls(works: List[float], cores: int) -> List[float]:
+    """Wall times of jobs that start together on ``cores`` shared cores (processor sharing, each job at
+    most one core); ``cores`` 0 means a device each (wall = work)."""
+    if cores <= 0 or len(works) <= cores:
+        return list(works)
+    order = sorted(range(len(works)), key=lambda i: works[i])
+    walls, t, done = [0.0] * len(works), 0.0, 0.0
+    for k, i in enumerate(order):
+        running = len(works) - k
+        t += (works[i] - done) * running / min(cores, running)
+        done = works[i]
+        walls[i] = t
+    return walls
+
+
 def _ssgd(n: int, w: Workload, cluster: Cluster):
     steps = math.ceil(w.batches / n)
     times = StepTimes(w, n)
-    slowest = np.max(np.stack([times.block(r, steps) for r in range(n)]), axis=0)
+    walls = np.stack([times.block(r, steps) for r in range(n)])  # (n, steps): work x factor
+    if cluster.cores_per_node > 0:  # every step starts together (the count all-reduce): share the cores
+        factor = np.array([times.factor(r) for r in range(n)])[:, None]
+        work = walls / factor
+        per_node = max(1, cluster.learners_per_node)
+        for lo in range(0, n, per_node):
+            for k in range(steps):
+                walls[lo:lo + per_node, k] = shared_walls(list(work[lo:lo + per_node, k]),
+                                                          cluster.cores_per_node)
+        walls = walls * factor  # then the slow ones wait (factor - 1) x their wall time
+    slowest = np.max(walls, axis=0)
     link = cluster.link(list(range(n)))
     comm = scalar_allreduce_s(n, link) + ring_allreduce_s(n, w.model_bytes, link)
     nbytes = steps * 2 * (n - 1) / n * w.model_bytes
@@ -349,6 +426,14 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
         yield passive_free[p] + cluster.exchange_overhead_s - eng.now
         stale.append(steps[a] - snap)
 
+    cpus = [_Cpu(eng, cluster.cores_per_node) for _ in range(nodes)]
+
+    def shared_step(r: int):
+        """Rank r's step on its node's shared cores: the work, then the slow learner's idle wait."""
+        t0, f = eng.now, times.factor(r)
+        yield cpus[cluster.node(r)].run(times.draw(r) / f)
+        yield (f - 1.0) * (eng.now - t0)
+
     def group(g: int):
         active, rnd, pending = g % 2 == 0, 0, None
         mine = share(g)
@@ -364,7 +449,13 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
                     yield pending
                 pending = eng.spawn(exchange(g, rnd))
                 rnd += 1
-            yield max(times.draw(r) for r in range(g * m, (g + 1) * m)) + group_comm
+            if cluster.cores_per_node > 0:
+                members = [eng.spawn(shared_step(r)) for r in range(g * m, (g + 1) * m)]
+                for done in members:
+                    yield done
+                yield group_comm
+            else:
+                yield max(times.draw(r) for r in range(g * m, (g + 1) * m)) + group_comm
             steps[g] += 1
             if active and not plan.delay_by_one:
                 yield pending

@@ -154,3 +154,52 @@ def test_simulate_command(tmp_path):
     assert "predictions" in res.output and "h-adpsgd" in res.output
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert "unknown strategy" in one_error(run("simulate", "--strategies", "hogwild"))
+    # CPU learners sharing 2 cores: SSGD on 4 learners is no faster than on 2
+    res = run("simulate", "--learners", "2,4", "--strategies", "ssgd", "--step-s", "0.1", "--batches", "400",
+              "--params", "1000", "--learners-per-node", "4", "--cores-per-node", "2", "--intra-gbps", "1000",
+              "--intra-latency-us", "0")
+    assert res.exit_code == 0, res.output
+    assert "2 shared cores/node" in res.output
+    speedups = [float(line.split()[3]) for line in res.output.splitlines() if line.startswith("ssgd ")]
+    assert speedups == pytest.approx([2.0, 2.0], rel=1e-3), res.output
+
+
+# -- learners sharing the cores of one machine (processor sharing) ------------------------------------
+
+def shared(cores, per_node=8, **kw):
+    return Cluster(FREE, FREE, per_node, 0.0, 0.0, cores)
+
+
+def test_shared_walls_by_hand():
+    from asrtrain.distributed.simulate import shared_walls
+    assert shared_walls([1.0, 1.0], 2) == [1.0, 1.0]  # a core each
+    assert shared_walls([1.0, 1.0, 1.0, 1.0], 2) == pytest.approx([2.0] * 4)  # half a core each
+    # 1, 2, 3 core-seconds on 2 cores: all at 2/3 until the first ends at 1.5 s; then two at full speed
+    assert shared_walls([1.0, 2.0, 3.0], 2) == pytest.approx([1.5, 2.5, 3.5])
+    assert shared_walls([1.0, 2.0, 3.0], 0) == [1.0, 2.0, 3.0]  # a device each
+
+
+def test_four_learners_on_two_cores_by_hand():
+    w = work(step_s=0.1, batches=40)
+    # SSGD: 10 steps, every step all four compute at once at half a core: 0.2 s each
+    assert simulate_epoch(Plan("ssgd"), 4, w, shared(2)).epoch_s == pytest.approx(10 * 0.2)
+    assert simulate_epoch(Plan("ssgd"), 4, w, shared(4)).epoch_s == pytest.approx(10 * 0.1)
+    # slow learner (factor 3, a sleep after its compute): 0.2 s shared compute, then 2 x 0.2 s idle
+    slow = work(step_s=0.1, batches=40, slow_factor=3.0, slow_learners=1)
+    assert simulate_epoch(Plan("ssgd"), 4, slow, shared(2)).epoch_s == pytest.approx(10 * 0.6)
+    # ADPSGD, free communication, equal learners: all four compute in phase, 0.2 s a step, 10 steps each
+    assert simulate_epoch(Plan("adpsgd"), 4, w, shared(2)).epoch_s == pytest.approx(10 * 0.2)
+    # ... with the slow one: while it idles the other three share two cores (2/3 each), so they run ahead
+    # of its pace; the epoch (static shares) ends when the slow one has done its 10 steps
+    ad = simulate_epoch(Plan("adpsgd"), 4, slow, shared(2)).epoch_s
+    assert 10 * 0.3 < ad < 10 * 0.6
+    # a device each: the old model, exactly
+    assert simulate_epoch(Plan("adpsgd"), 4, slow, shared(0)).epoch_s == pytest.approx(10 * 0.3)
+
+
+@pytest.mark.parametrize("strategy,per_node", [("ssgd", 0), ("adpsgd", 0), ("h-adpsgd", 2)])
+def test_more_cores_never_slower(strategy, per_node):
+    w = work(step_s=0.1, batches=48, spread=0.3, slow_factor=2.0, slow_learners=1)
+    plan = Plan(strategy, group_size=per_node)
+    times = [simulate_epoch(plan, 8, w, shared(c, per_node=8)).epoch_s for c in (1, 2, 4, 8, 0)]
+    assert all(a >= b - 1e-9 for a, b in zip(times, times[1:])), times
