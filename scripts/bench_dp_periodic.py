@@ -158,7 +158,8 @@ def part_dp(work: Path, corpus: Corpus, s: dict, common: List[str], results: dic
     base = common + [f"train.epochs={epochs}", f"train.max_frames={f}", "dist.learners=2",
                      "dp.clip=1.0", "dp.delta=1e-4"]
     rows, series = [], {}
-    for hetero in (False, True):
+    speeds = {"both": (False, True), "equal": (False,), "slow": (True,)}[s.get("dp_speeds", "both")]
+    for hetero in speeds:
         for strat in ("ssgd", "adpsgd"):
             for eps in s["dp_eps"]:
                 wers, walls, spent = [], [], []

@@ -64,13 +64,14 @@ def sizes(quick: bool, args) -> dict:
                     step_epochs=2, hetero_epochs=1, conv_frames=800, conv_epochs=1, lb_base=1500,
                     lb_mult=(1, 2), lb_epochs=1, log_every=1, seeds=1, dp_reps=2, dp_opacus=False,
                     dp_eps=("8", "inf"), dp_epochs=1, dpspeed_epochs=1, periodic_epochs=1,
-                    periodic_learners=2, dpp_global_frames=3000)
+                    periodic_learners=2, dpp_global_frames=3000, dp_speeds=args.dp_speeds)
     return dict(hours=args.hours, dev_utts=100, test_utts=200, tok=("unigram", 150), model=(2, 128),
                 frames=4000, step_epochs=2, hetero_epochs=3, conv_frames=1000, conv_epochs=args.epochs,
                 lb_base=2000, lb_mult=(1, 2, 4, 8), lb_epochs=args.lb_epochs, log_every=5, seeds=args.seeds,
                 dp_reps=5, dp_opacus=True, dp_eps=("2", "8", "inf"), dp_epochs=args.epochs,
                 dpspeed_epochs=args.dpspeed_epochs,
-                periodic_epochs=args.epochs, periodic_learners=4, dpp_global_frames=args.global_frames)
+                periodic_epochs=args.epochs, periodic_learners=4, dpp_global_frames=args.global_frames,
+                dp_speeds=args.dp_speeds)
 
 
 def common_sets(s: dict) -> list:
@@ -289,6 +290,10 @@ def main() -> None:
     ap.add_argument("--lb-epochs", type=int, default=5, help="large-batch epochs (full run)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per configuration in parts dp, periodic")
     ap.add_argument("--dpspeed-epochs", type=int, default=2, help="part dpspeed: epochs")
+    ap.add_argument("--dp-eps", type=lambda v: tuple(x.strip() for x in v.split(",")), default=None,
+                    help="part dp: target epsilons, inf = no DP (default 2,8,inf; --quick 8,inf)")
+    ap.add_argument("--dp-speeds", choices=("both", "equal", "slow"), default="both",
+                    help="part dp: equal learners, rank 1 slowed 3x, or both (default)")
     ap.add_argument("--global-frames", type=int, default=4000,
                     help="parts dp, periodic: global batch in frames, split evenly over the learners "
                          "(default 4000, the synth recipe's max_frames)")
@@ -299,6 +304,7 @@ def main() -> None:
         ap.error(f"unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     s = {**sizes(args.quick, args), **largebatch_sizes(args.quick, args)}
+    s.update({"dp_eps": args.dp_eps} if args.dp_eps else {})
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
