@@ -43,6 +43,7 @@ Python loop over time steps. Cost: see the README row (measured against a normal
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -171,6 +172,34 @@ class DPStrategy(Strategy):
             log.info("dp: clip %g, sigma %.4f, sampling rate %.4g, at most %d steps, delta %g%s", self.cfg.clip,
                      self.sigma, self.sample_rate, self.planned_steps, self.cfg.delta,
                      f", target epsilon {self.cfg.epsilon:g}" if self.cfg.epsilon > 0 else "")
+            per_step, run = self.noise_to_signal()
+            model = getattr(self, "model", None)
+            d = sum(p.numel() for p in model.parameters() if p.requires_grad) if model is not None else 0
+            log.info("dp: the noise's norm is %.3g x the largest clipped mean gradient each step (%d parameters, "
+                     "%.3g utterances per step and learner); over %d steps %.3g", per_step, d,
+                     self.normaliser / self.inner.partition().group_size, self.planned_steps, run)
+            if run > 1.0:
+                log.warning("dp: the noise dominates (%.3g > 1 over the run): expect the model to learn little; "
+                            "more utterances per step (train.max_frames), more data per learner, fewer "
+                            "parameters or a larger dp.epsilon lower it", run)
+
+    def noise_to_signal(self) -> Tuple[float, float]:
+        """(per step, over the run): the expected norm of the noise in one step's update of the learners'
+        average, sigma C sqrt(d W) / (b W) for d trainable parameters, W learners and b utterances per
+        learner and step (SSGD all-reduces the W noisy sums; ADPSGD's gossip averages the learners' noisy
+        steps into the consensus model), over the largest norm the mean of clipped gradients can have (C);
+        and that ratio over sqrt(T) for the planned T steps: the noise's random walk against a drift that
+        always points the same way. A run-level figure above 1 means the noise outweighs even the most
+        consistent gradient; in practice learning needs it well below 1 (a heuristic, not a guarantee
+        either way)."""
+        model = getattr(self, "model", None)
+        if model is None or self.normaliser <= 0:
+            return 0.0, 0.0
+        d = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        w = max(1, self.world_size)
+        b = self.normaliser / self.inner.partition().group_size
+        per_step = self.sigma * math.sqrt(d * w) / (b * w)
+        return per_step, per_step / math.sqrt(max(1, self.planned_steps))
 
     # -- one step ----------------------------------------------------------------------------------
     def compute_gradients(self, net: torch.nn.Module, batch: Any,

@@ -192,3 +192,33 @@ def test_fp16_scale_multiplies_the_private_gradient_and_wrap_is_the_bare_model()
     from asrtrain.distributed.ssgd import SSGD
     dp_ssgd = DPStrategy(SSGD(0, 2), DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0))
     assert dp_ssgd.wrap(model) is model  # never DDP: per-utterance passes must not all-reduce
+
+
+def test_noise_to_signal_is_reported_and_a_hopeless_run_warned(caplog):
+    """sigma C sqrt(d M) / normaliser per step, over sqrt(T) for the run; above 1 a warning names the
+    knobs. Sigma 1, 5 utterances a step, 100 steps: 1,000 parameters give 6.3 per step and 0.63 over
+    the run (no warning); 100,000 parameters give 6.3 over the run (warned)."""
+    import logging
+    import math
+    cfg = DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0, delta=1e-4)
+    for d, warned in ((1000, False), (100_000, True)):
+        s = DPStrategy(Strategy(), cfg)
+        model = torch.nn.Linear(d, 1, bias=False)
+        s.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="asrtrain.train"):
+            s.plan(20, 5, 100)  # 5 utterances per step, 100 steps
+        per_step, run = s.noise_to_signal()
+        assert per_step == pytest.approx(math.sqrt(d) / 5)
+        assert run == pytest.approx(math.sqrt(d) / 5 / 10)
+        assert any("noise dominates" in r.getMessage() for r in caplog.records) == warned
+        assert any("largest clipped mean gradient" in r.getMessage() for r in caplog.records)
+    from asrtrain.distributed.ssgd import SSGD
+    from asrtrain.distributed.adpsgd import ADPSGD
+    two = DPStrategy(SSGD(0, 2), cfg)  # 2 learners: twice the utterances, sqrt(2) the noise
+    model = torch.nn.Linear(1000, 1, bias=False)
+    two.model, two.normaliser, two.planned_steps = model, 10.0, 100  # setup() needs a process group
+    assert two.noise_to_signal()[0] == pytest.approx(math.sqrt(2000) / 10)
+    ring = DPStrategy(ADPSGD(0, 2), cfg)  # gossip: each learner normalises by its own 5, the average by 10
+    ring.model, ring.normaliser, ring.planned_steps = model, 5.0, 100
+    assert ring.noise_to_signal()[0] == pytest.approx(math.sqrt(2000) / 10)
