@@ -6,17 +6,19 @@
    208 h for 16 epochs of SWB-2000 in batches of 128 21-frame chunks, 8 GPUs per node on 100 GB/s links,
    100 Gb/s between nodes). Predicts the 64-GPU speed-up and time, and the 32-GPU time, beside the
    published 40x, 5.2 h and 11.5 h, then moves one assumption at a time to show which moves the figure.
-2. **self**: real ``asrtrain train`` runs on this machine (the synthetic corpus, a BLSTM 2x128, one torch
-   thread per learner, --epochs 1 epoch, the last one timed): ssgd and adpsgd on 2, 4 and 8 learners and
-   h-adpsgd on 4 and 8 (two groups), each with and without the last learner slowed 3x
-   (``dist.slowdown``). Two of them calibrate: ``ssgd2`` gives the time of an all-reducing step and
-   ``adpsgd2`` that of a gossiping one (its own compute, its waits excluded), both with a core per
-   learner; gloo's latency and bandwidth come from a ping-pong of 2 processes. The simulator, with the
-   machine's cores shared by processor sharing (``Cluster.cores_per_node``) and the slow learner idle
-   for twice its compute (what ``dist.slowdown`` does), then predicts rank 0's last-epoch time of every
-   run: the other runs are predictions from those two step times, not fits.
+2. **self**: real ``asrtrain train`` runs on this machine (the synthetic corpus, 0.3 h, a BLSTM 2x128, one
+   torch thread per learner, --epochs 2 epochs of which the last is timed, so the first steps' warm-up
+   is left out): ssgd and adpsgd on 2, 4 and 8 learners and h-adpsgd on 4 and 8 (two groups), each with
+   and without the last learner slowed 3x (``dist.slowdown``), every configuration --repeats 3 times in
+   rounds, the median compared. Two of them calibrate: ``ssgd2`` gives the time of an all-reducing step
+   and ``adpsgd2`` that of a gossiping one (its own compute, its waits excluded), both with a core per
+   learner (median over the repeats); gloo's latency and bandwidth come from a ping-pong of 2 processes.
+   The simulator, with the machine's cores shared by processor sharing (``Cluster.cores_per_node``) and
+   the slow learner idle for twice its compute (what ``dist.slowdown`` does), then predicts rank 0's
+   last-epoch time of every run: the other runs are predictions from those two step times, not fits.
 
-    python scripts/bench_scale.py                     # both parts (self: about 6 minutes on 2 cores)
+    python scripts/bench_scale.py                     # both parts (self: about 20 minutes on 2 cores)
+    python scripts/bench_scale.py --repeats 1         # one run of each (about 7 minutes; noisier)
     python scripts/bench_scale.py --parts published   # seconds
 
 Last two lines: ``sim_over_measured_max_rel_err: E`` (worst |predicted - measured| / measured over the
@@ -137,23 +139,24 @@ def reuse(work: Path, names) -> list:
     return [Run(e, float("nan")) for e in exps] if all((e / "final.pt").is_file() for e in exps) else []
 
 
-WINDOW_RE = re.compile(r"\[(\d+)\] INFO \S+: \[learner \d+\] epoch \d+ step \d+/\d+ (.*)$", re.M)
+WINDOW_RE = re.compile(r"\[(\d+)\] INFO \S+: \[learner \d+\] epoch (\d+) step \d+/\d+ (.*)$", re.M)
 
 
-def own_step_s(run, rank: int) -> float:
-    """Mean seconds per step of ``rank`` *without* its logged waits for others (the averaging round, the
-    lock, the all-reduce inside an H-ADPSGD group), over its log windows after the first: the compute it
-    really got, CPU sharing with the other learners included. Gossip strategies only (SSGD's count
-    all-reduce waits inside its compute time, so its waits are not all logged)."""
+def own_step_s(run, rank: int, epoch: int) -> float:
+    """Mean seconds per step of ``rank`` in ``epoch`` *without* its logged waits for others (the averaging
+    round, the lock, the all-reduce inside an H-ADPSGD group), over its log windows (the first dropped in
+    epoch 1: the warm-up): the compute it really got, CPU sharing with the other learners included.
+    Gossip strategies only (SSGD's count all-reduce waits inside its compute time, so its waits are not
+    all logged)."""
     per = []
     for m in WINDOW_RE.finditer(run.log()):
-        if int(m.group(1)) != rank:
+        if int(m.group(1)) != rank or int(m.group(2)) != epoch:
             continue
-        kv = dict(item.split("=", 1) for item in m.group(2).split())
+        kv = dict(item.split("=", 1) for item in m.group(3).split())
         n = float(kv.get("steps", 0)) or 5.0
         waits = sum(float(kv.get(k, 0.0)) for k in ("round_wait_s", "lock_wait_s", "group_comm_s"))
         per.append((n / float(kv["steps_per_s"]) - waits) / n)
-    per = per[1:] if len(per) > 1 else per
+    per = per[1:] if epoch == 1 and len(per) > 1 else per
     return statistics.mean(per)
 
 
@@ -195,33 +198,42 @@ def part_self(work: Path, args, out: dict) -> None:
                for strategy in ("ssgd", "adpsgd", "h-adpsgd") if strategy != "h-adpsgd" or n >= 4]
     configs.sort(key=lambda c: f"{c[1]}{c[0]}{'_slow' if c[2] else ''}" not in CALIBRATION)  # those first
     runs = {}
-    for n, strategy, slow in configs:
-        per_node = n // 2 if strategy == "h-adpsgd" else 0  # two groups
-        sets = base + [f"dist.strategy={strategy}", f"dist.learners={n}"]
-        sets += [f"dist.learners_per_node={per_node}"] if per_node else []
-        sets += [f"dist.slowdown='{n - 1}:{args.slow}'"] if slow else []
-        name = f"{strategy}{n}{'_slow' if slow else ''}"
-        cached = reuse(work, ["cal_" + name]) if args.reuse else []
-        run = cached[0] if cached else train(work, "cal_" + name, corpus, sets)
-        load = "n/a" if cached else f"{os.getloadavg()[0]:.1f}"
-        runs[name] = (n, strategy, slow, per_node, run, load)
+    for rep in range(1, args.repeats + 1):  # rounds: every configuration once per round (slow drifts spread)
+        for n, strategy, slow in configs:
+            per_node = n // 2 if strategy == "h-adpsgd" else 0  # two groups
+            sets = base + [f"dist.strategy={strategy}", f"dist.learners={n}"]
+            sets += [f"dist.learners_per_node={per_node}"] if per_node else []
+            sets += [f"dist.slowdown='{n - 1}:{args.slow}'"] if slow else []
+            name = f"{strategy}{n}{'_slow' if slow else ''}"
+            exp = f"cal_{name}" + (f"_r{rep}" if args.repeats > 1 else "")
+            cached = reuse(work, [exp]) if args.reuse else []
+            run = cached[0] if cached else train(work, exp, corpus, sets)
+            load = float("nan") if cached else os.getloadavg()[0]
+            runs.setdefault(name, (n, strategy, slow, per_node, []))[4].append((run, load))
 
-    params = model_params(runs["ssgd2"][4])
+    first = runs["ssgd2"][4][0][0]
+    params = model_params(first)
     link = measure_gloo(params * 4)
-    # The two step times, each from its calibration run: an all-reducing step (ssgd; H-ADPSGD's groups
-    # all-reduce every step the same way) and a gossiping step (adpsgd's own compute, its waits excluded).
-    sync = sync_step_s(runs["ssgd2"][4], 2, args.epochs, link, params)
-    gossip = statistics.mean(own_step_s(runs["adpsgd2"][4], r) for r in range(2))
+    # The two step times, each from its calibration runs (median over the repeats): an all-reducing step
+    # (ssgd; H-ADPSGD's groups all-reduce every step the same way) and a gossiping step (adpsgd's own
+    # compute, its waits excluded).
+    sync = statistics.median(sync_step_s(run, 2, args.epochs, link, params) for run, _ in runs["ssgd2"][4])
+    gossip = statistics.median(statistics.mean(own_step_s(run, r, args.epochs) for r in range(2))
+                               for run, _ in runs["adpsgd2"][4])
     print(f"calibrated on {' and '.join(CALIBRATION)} (a core per learner): all-reducing step "
           f"{sync * 1000:.1f} ms, gossiping step {gossip * 1000:.1f} ms; gloo {link.latency_s * 1e6:.0f} us, "
           f"{link.bandwidth_Bps / 1e9:.2f} GB/s; {cores} cores shared by processor sharing; "
           f"slow learner: compute, then idle {args.slow - 1:g} x its compute (dist.slowdown)")
     rows, errs, held = [], [], []
-    for name, (n, strategy, slow, per_node, run, load) in runs.items():
-        measured = run.history()[-1]["seconds"]
+    for name, (n, strategy, slow, per_node, reps) in runs.items():
+        times = [run.history()[-1]["seconds"] for run, _ in reps]
+        measured = statistics.median(times)
+        loads = [load for _, load in reps if load == load]
+        load = f"{statistics.mean(loads):.1f}" if loads else "n/a"
+        spread = f" ({min(times):.2f}-{max(times):.2f})" if len(times) > 1 else ""
         m = n if strategy == "ssgd" else max(1, per_node)
         w = Workload(step_s=gossip if strategy == "adpsgd" else sync,
-                     batches=batches_per_epoch(run, n, m, args.epochs), params=params,
+                     batches=batches_per_epoch(reps[0][0], n, m, args.epochs), params=params,
                      slow_factor=args.slow if slow else 1.0, slow_learners=1 if slow else 0)
         c = Cluster(intra=link, inter=link, learners_per_node=n, cores_per_node=cores)
         pred = simulate_epoch(Plan(strategy, group_size=per_node), n, w, c).epoch_s
@@ -231,9 +243,10 @@ def part_self(work: Path, args, out: dict) -> None:
         if role == "predicted":
             held.append(abs(err))
         print(f"  {name}: measured {measured:.2f} s, predicted {pred:.2f} s ({err:+.3f}, {role})", flush=True)
-        rows.append([name, n, role, f"{measured:.2f}", f"{pred:.2f}", f"{err:+.3f}", load])
-    print(markdown_table(["run", "learners", "role", "measured epoch s", "predicted epoch s", "rel. error",
-                          "load avg (1 min)"], rows))
+        rows.append([name, n, role, f"{measured:.2f}{spread}", f"{pred:.2f}", f"{err:+.3f}", load])
+    what = f"median (min-max) of {args.repeats}" if args.repeats > 1 else "one run"
+    print(markdown_table(["run", "learners", "role", f"measured epoch {args.epochs} s, {what}",
+                          "predicted epoch s", "rel. error", "load avg (1 min)"], rows))
     out["self_err"] = max(errs)
     print(f"worst relative error: {max(errs):.3f} over all {len(errs)} runs, {max(held):.3f} over the "
           f"{len(held)} predicted ones")
@@ -243,9 +256,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, default=Path("bench_out"))
     ap.add_argument("--parts", default="published,self")
-    ap.add_argument("--hours", type=float, default=0.1)
+    ap.add_argument("--hours", type=float, default=0.3)
     ap.add_argument("--frames", type=int, default=1000)
-    ap.add_argument("--epochs", type=int, default=1, help="epochs per run; the last one is timed")
+    ap.add_argument("--epochs", type=int, default=2,
+                    help="epochs per run; the last one is timed (2: the first epoch's warm-up left out)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs of every configuration, in rounds; the median is compared")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--learners", default="2,4,8", help="learner counts of the self-calibration runs")
