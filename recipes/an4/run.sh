@@ -3,6 +3,7 @@
 #
 #   bash recipes/an4/run.sh AN4_DIR [--stage N] [--stop-stage N] [--work DIR] [--config YAML] [--nj N]
 #                           [--seed N] [--decode-sets "dev test"] [--tag NAME] [--set key=value ...]
+#                           [--fbank-conf YAML] [--dump DIR]
 #                           [--factors 0.9,1.0,1.1] [--vocab-size N] [--dev-utts N]
 #                           [--lm-weights 0.3,0.5,0.8,1.2] [--word-bonuses 0,1,2,3]
 #
@@ -42,6 +43,7 @@ dev_utts=100
 lm_order=3
 lm_weights=0.3,0.5,0.8,1.2
 word_bonuses=0,1,2,3
+dump=
 extra=()
 
 while [ $# -gt 0 ]; do
@@ -52,6 +54,8 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
+    --fbank-conf) fbank_conf=$2; shift 2 ;;
+    --dump) dump=$2; shift 2 ;;
     --decode-sets) decode_sets=$2; shift 2 ;;
     --tag) tag=$2; shift 2 ;;
     --factors) factors=$2; shift 2 ;;
@@ -60,7 +64,7 @@ while [ $# -gt 0 ]; do
     --lm-weights) lm_weights=$2; shift 2 ;;
     --word-bonuses) word_bonuses=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
     *) if [ -z "$an4_dir" ]; then an4_dir=$1; shift; else echo "run.sh: unexpected argument $1" >&2; exit 1; fi ;;
   esac
@@ -68,7 +72,7 @@ done
 
 asrtrain=${ASRTRAIN:-asrtrain}
 data=$work/data
-dump=$work/dump
+dump=${dump:-$work/dump}  # --dump: features made with another --fbank-conf live beside the default ones
 exp=$work/exp
 mkdir -p "$work"
 
