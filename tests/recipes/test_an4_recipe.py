@@ -30,12 +30,20 @@ def test_an4_recipe_end_to_end(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     sp = (work / "data" / "train_sp" / "utt2spk").read_text().split()
     assert "sp0.9-fbbh-an1-b" in sp and "sp1.1-mblb" in sp and not (work / "dump").exists()
+    # a feature variant for a dev experiment: --fbank-conf and --dump put it beside the default features
+    conf = tmp_path / "fbank_none.yaml"
+    conf.write_text((ROOT / "recipes" / "an4" / "conf" / "fbank.yaml").read_text().replace("cmvn: speaker", "cmvn: none"))
+    r = run(work, an4, "--stage", "2", "--stop-stage", "2", "--fbank-conf", conf, "--dump", work / "dump_none", *small)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "cmvn: none" in (work / "dump_none" / "dev" / "features.yaml").read_text()
+    assert not (work / "dump_none" / "dev" / "cmvn.scp").exists() and not (work / "dump").exists()
     r = run(work, an4, "--stage", "2", *small)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = [l for l in r.stdout.splitlines() if l.startswith(("%WER", "%CER"))]
     assert [l.split()[0] for l in lines] == ["%WER", "%CER"] * 4, r.stdout
     assert lines[-2].endswith("| blstm_lm_test") and " | 3 " in lines[-2]  # test: the 3 transcribed utterances
     assert (work / "exp" / "blstm" / "decode_lm_dev" / "scoring" / "cer_summary").is_file()
+    assert (work / "dump" / "train_sp" / "cmvn.scp").is_file()  # the recipe's features: per-speaker CMVN
     # the LM weight and word bonus were chosen on dev (a 2 x 2 grid) and used unchanged on test
     tuned = work / "exp" / "blstm" / "tune_lm_dev"
     assert len((tuned / "grid.tsv").read_text().splitlines()) == 5
