@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import re
 import statistics
@@ -228,7 +229,7 @@ def part_self(work: Path, args, out: dict) -> None:
     for name, (n, strategy, slow, per_node, reps) in runs.items():
         times = [run.history()[-1]["seconds"] for run, _ in reps]
         measured = statistics.median(times)
-        loads = [load for _, load in reps if load == load]
+        loads = [load for _, load in reps if not math.isnan(load)]  # NaN: a reused run, load unknown
         load = f"{statistics.mean(loads):.1f}" if loads else "n/a"
         spread = f" ({min(times):.2f}-{max(times):.2f})" if len(times) > 1 else ""
         m = n if strategy == "ssgd" else max(1, per_node)
@@ -268,6 +269,8 @@ def main() -> None:
     ap.add_argument("--slow", type=float, default=3.0, help="the slow learner's dist.slowdown factor")
     ap.add_argument("--reuse", action="store_true", help="reuse finished runs in --work/runs (re-analysis)")
     args = ap.parse_args()
+    if args.repeats < 1 or args.epochs < 1:
+        ap.error("--repeats and --epochs must be at least 1")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
