@@ -18,6 +18,23 @@ from asrtrain.errors import AsrError
 PathLike = Union[str, os.PathLike]
 
 
+def _process_umask() -> int:
+    """The umask, read without changing it: ``os.umask(0)`` and back would, for that instant, give files
+    created by other threads (the checkpoint writer, TensorBoard's) mode 0666."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return _UMASK_AT_IMPORT
+
+
+_UMASK_AT_IMPORT = os.umask(0o022)
+os.umask(_UMASK_AT_IMPORT)
+
+
 def no_space(path: PathLike) -> AsrError:
     """The one-line error for a full disk while writing ``path``."""
     return AsrError("no space left writing this file", path,
@@ -42,9 +59,7 @@ def atomic_open(path: Path, mode: str = "w", encoding: str = "utf-8") -> Iterato
     with reporting_no_space(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
+    os.chmod(tmp, 0o666 & ~_process_umask())  # mkstemp makes 0600; results are ordinary files
     try:
         with reporting_no_space(path):
             kwargs = {} if "b" in mode else {"encoding": encoding}

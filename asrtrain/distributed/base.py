@@ -113,7 +113,10 @@ class Strategy:
         """
         denom = max(1.0, self.global_count(count))
         loss, count = loss_fn(net, batch)
-        self.optimizer.zero_grad(set_to_none=False)
+        # Alone, gradients are dropped and backward writes fresh ones (1.0 ms of a 91 ms step less than
+        # zeroing and accumulating, synthetic recipe model, 2 threads); learners that exchange gradients
+        # keep every .grad allocated, so each step's buffers match across the group.
+        self.optimizer.zero_grad(set_to_none=self.world_size == 1)
         scaled = loss / denom
         (scale(scaled) if scale is not None else scaled).backward()
         return loss, count

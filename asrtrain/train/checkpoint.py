@@ -24,8 +24,9 @@ import logging
 import pickle
 import random
 import re
+import threading
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -80,6 +81,76 @@ def save_checked(obj: Any, path: Path) -> None:
     atomic_write_text(Path(str(path) + ".sha256"), hashlib.sha256(data).hexdigest() + "\n")
     with atomic_open(path, "wb") as fh:
         fh.write(data)
+
+
+def snapshot(obj: Any, memo: Optional[Dict[int, torch.UntypedStorage]] = None) -> Any:
+    """A host copy of ``obj``'s tensors (in dicts, lists and tuples; other values as they are), safe to
+    write while training goes on changing the originals in place. Tensors that share a storage share
+    the copy's, so ``torch.save`` still writes it once (the one-learner epoch checkpoint's ``avg_model``
+    is the ``model`` entry's storage)."""
+    memo = {} if memo is None else memo
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach()
+        storage = t.untyped_storage()
+        key = storage.data_ptr() if storage.nbytes() else id(t)
+        if key not in memo:
+            memo[key] = storage.cpu() if storage.device.type != "cpu" else storage.clone()
+        out = torch.empty(0, dtype=t.dtype)
+        out.set_(memo[key], t.storage_offset(), t.size(), t.stride())
+        return out
+    if isinstance(obj, dict):
+        return {k: snapshot(v, memo) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        seq = [snapshot(v, memo) for v in obj]
+        return seq if isinstance(obj, list) else tuple(seq)
+    return obj
+
+
+class AsyncWriter:
+    """Writes checkpoints on a background thread while training goes on (one learner's run).
+
+    ``submit`` copies the payload's tensors to the host (:func:`snapshot`: one memory copy, ~15 ms for
+    55 MB here) and returns; the thread serialises, hashes and atomically writes the file, then runs
+    ``then`` (``mark_latest``), so ``latest`` still names only complete checkpoints. At most one write is in
+    flight: the next ``submit`` waits for the previous one. A failed write (a full disk) is raised in the
+    training thread by the next ``submit`` or ``wait``. Why: on 2 CPU threads a 55 MB epoch checkpoint
+    stalled training 0.36 s (serialising, sha256, fsync), 4% of a 4,000-utterance synthetic epoch."""
+
+    def __init__(self) -> None:
+        self._thread: Optional[threading.Thread] = None
+        self._error: Optional[BaseException] = None
+
+    def submit(self, path: Path, payload: Dict[str, Any], then: Optional[Callable[[], None]] = None) -> None:
+        self.wait()
+        copy = snapshot(payload)
+
+        def work() -> None:
+            try:
+                save_checked(copy, path)
+                if then is not None:
+                    then()
+            except BaseException as err:  # noqa: BLE001 - handed to the training thread
+                self._error = err
+
+        self._thread = threading.Thread(target=work, name="asrtrain-ckpt", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Block until the write in flight (if any) is on disk; raise its error if it failed."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def close(self) -> None:
+        """Wait for the write in flight on the way out of a failed run: its error is logged, not raised
+        (the run's own error is the one to report)."""
+        try:
+            self.wait()
+        except BaseException as err:  # noqa: BLE001
+            log.error("checkpoint write failed: %s", err)
 
 
 def load_checked(path: Path, map_location: Any = "cpu") -> Any:

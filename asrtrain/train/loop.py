@@ -132,6 +132,7 @@ class Learner:
     device: torch.device
     precision: str
     bad_steps: int = 0  # consecutive steps whose gradients were not finite
+    writer: Optional[ckpt.AsyncWriter] = None  # one learner: checkpoints are written in the background
 
     @property
     def scaler(self):
@@ -193,12 +194,17 @@ def step_or_skip(learner: Learner, strategy: Strategy, loss: torch.Tensor, t, st
     params = [p for p in learner.model.parameters() if p.grad is not None]
     if learner.scaler is not None:
         learner.scaler.unscale_(learner.optimizer)
-    if t.grad_clip > 0:
-        norm = torch.nn.utils.clip_grad_norm_(params, t.grad_clip)
-    else:
-        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    grads = [p.grad for p in params]
+    norm = torch.nn.utils.get_total_norm(grads)
     loss_value, norm_value = torch.stack([loss.detach().float(), norm.detach().float().to(loss.device)]).tolist()
     finite = math.isfinite(loss_value) and math.isfinite(norm_value)
+    if finite and t.grad_clip > 0:
+        clip_coef = t.grad_clip / (norm_value + 1e-6)  # torch's clip_grad_norm_ coefficient, clamped at 1
+        if clip_coef < 1.0:
+            # Scaled only when the norm exceeds the bound: clip_grad_norm_ multiplies every gradient by
+            # the clamped coefficient on every step (3.5 ms of a 115 ms step on 2 CPU threads, for x1.0
+            # on most steps). Same update; the norm is on the host already, for the finiteness check.
+            torch.nn.utils.clip_grads_with_norm_(params, t.grad_clip, norm)
     learner.stepper.skip = not finite and learner.scaler is None
     strategy.apply_step(learner.stepper)
     if finite:
@@ -256,12 +262,23 @@ def save_checkpoint(learner: Learner, strategy: Strategy, state: LearnerState, j
         payload["scaler"] = learner.scaler.state_dict()
     if avg_model is not None:
         payload["avg_model"] = avg_model
+    keep, keep_epochs = job.cfg.train.keep_checkpoints, job.cfg.train.average_last
+    if learner.writer is not None and strategy.world_size == 1:
+        # One learner: no barrier to wait for, so the write overlaps the next steps; ``latest`` moves
+        # when the file is on disk (on the writer's thread). Several learners write in place: ``latest``
+        # may move only after all of them have, which takes a barrier on the training thread.
+        def mark() -> None:
+            ckpt.mark_latest(job.exp_dir, tag, keep, 1, keep_epochs=keep_epochs)
+            log.info("checkpoint %s (step %d)", tag, payload["step"])
+
+        learner.writer.submit(ckpt.ckpt_path(job.exp_dir, tag, strategy.rank), payload, then=mark)
+        note_progress()
+        return
     ckpt.save(job.exp_dir, tag, strategy.rank, payload)
     note_progress()
     strategy.barrier()
     if strategy.is_main:
-        ckpt.mark_latest(job.exp_dir, tag, job.cfg.train.keep_checkpoints, strategy.world_size,
-                         keep_epochs=job.cfg.train.average_last)
+        ckpt.mark_latest(job.exp_dir, tag, keep, strategy.world_size, keep_epochs=keep_epochs)
         log.info("checkpoint %s (step %d)", tag, state.step)
 
 
@@ -342,7 +359,8 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     model = build_model(cfg.model).to(device)  # before the optimizer: its state lives on the device too
     optimizer = make_optimizer(model, cfg)
     learner = Learner(model, model, optimizer, ScaledStep(optimizer, make_scaler(cfg.train.precision, device)),
-                      device, cfg.train.precision)
+                      device, cfg.train.precision,
+                      writer=ckpt.AsyncWriter() if world_size == 1 else None)
     if strategy.is_main:
         log.info("learner device %s, precision %s, %d parameters", device, cfg.train.precision,
                  sum(p.numel() for p in model.parameters()))
@@ -384,10 +402,17 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
             state.batch_index = 0
             save_checkpoint(learner, strategy, state, job, tag=f"epoch-{state.epoch:04d}",
                             avg_model=average_weights(model, strategy))
+        if learner.writer is not None:
+            learner.writer.wait()  # before final.pt, which averages the epoch checkpoints
     except StopTraining:
+        if learner.writer is not None:
+            learner.writer.wait()
         monitor.close()
         strategy.close()
         return None
+    finally:
+        if learner.writer is not None:
+            learner.writer.close()  # a failed run still leaves its last checkpoint whole on disk
     final = strategy.finalize(model)
     path = None
     if strategy.is_main:

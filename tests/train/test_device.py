@@ -171,6 +171,35 @@ def test_non_finite_steps_are_skipped_counted_and_stop_training():
             step_or_skip(learner, Strategy(), torch.tensor(float("inf")), t, 3 + k)
 
 
+@pytest.mark.parametrize("scale", [0.01, 100.0])
+def test_clipping_matches_torch_clip_grad_norm(scale):
+    """step_or_skip scales the gradients only when their norm exceeds train.grad_clip; the update is
+    torch's clip_grad_norm_ either way, to the bit."""
+    from asrtrain.distributed.base import Strategy
+    from asrtrain.train.loop import Learner, step_or_skip
+
+    t = load_config(None, ["train.grad_clip=5.0"]).train
+    g = torch.Generator().manual_seed(0)
+    models = [torch.nn.Linear(4, 3) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    grads = [torch.randn(p.shape, generator=g) * scale for p in models[0].parameters()]
+    for m in models:
+        for p, gr in zip(m.parameters(), grads):
+            p.grad = gr.clone()
+    ref = torch.optim.SGD(models[1].parameters(), lr=0.1)
+    torch.nn.utils.clip_grad_norm_(list(models[1].parameters()), 5.0)
+    ref.step()
+    opt = torch.optim.SGD(models[0].parameters(), lr=0.1)
+    learner = Learner(models[0], models[0], opt, ScaledStep(opt, None), torch.device("cpu"), "fp32")
+    assert step_or_skip(learner, Strategy(), torch.tensor(1.0), t, 0) == 1.0
+    norm = torch.nn.utils.get_total_norm([p.grad for p in models[0].parameters()])
+    assert float(norm) <= 5.0 + 1e-4
+    if scale < 1:  # under the bound: the gradients are untouched
+        assert all(torch.equal(p.grad, gr) for p, gr in zip(models[0].parameters(), grads))
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a, b)
+
+
 def test_a_non_finite_final_model_is_never_written(tmp_path):
     from types import SimpleNamespace
 
