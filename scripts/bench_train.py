@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import statistics
 import sys
 import tempfile
 import time
@@ -66,6 +67,7 @@ def main() -> None:
     from asrtrain.train.checkpoint import epoch_checkpoints, load_checked
 
     loop_s = bare_s = audio = epochs_s = 0.0
+    ratios: list = []  # per round: (whole job, epochs alone), loop over bare
     for r in range(args.rounds):
         job = prepare_job(args.config, [], sets, feats, None, tmp / f"exp{r}", tok, None, False)
         cfg = job.cfg
@@ -103,6 +105,7 @@ def main() -> None:
         # epoch-end checkpoint and the final model.
         t_epochs = sum(row["seconds"] for row in load_checked(epoch_checkpoints(job.exp_dir)[-1])["history"])
         loop_s, bare_s, epochs_s, audio = loop_s + t_loop, bare_s + t_bare, epochs_s + t_epochs, audio + secs
+        ratios.append((t_bare / t_loop, t_bare / t_epochs))
         first = "loop" if r % 2 == 0 else "bare"
         print(f"round {r} ({first} first): {secs:.0f} s of audio; loop {secs / t_loop:.1f} audio-s/s "
               f"(epochs alone {secs / t_epochs:.1f}), bare {secs / t_bare:.1f} audio-s/s", flush=True)
@@ -110,6 +113,10 @@ def main() -> None:
     print(f"bare_loop_audio_s_per_s: {audio / bare_s:.2f}")
     print(f"train_epochs_over_bare: {bare_s / epochs_s:.2f}  (the epochs alone: job start-up, epoch-end "
           f"checkpoints and the final model excluded, {loop_s - epochs_s:.1f} s of {loop_s:.1f} s)")
+    whole = sorted(r[0] for r in ratios)
+    alone = sorted(r[1] for r in ratios)
+    print(f"per-round ratios, median (min-max): whole job {statistics.median(whole):.3f} ({whole[0]:.3f}-"
+          f"{whole[-1]:.3f}), epochs alone {statistics.median(alone):.3f} ({alone[0]:.3f}-{alone[-1]:.3f})")
     print(f"train_loop_over_bare: {bare_s / loop_s:.2f}")
 
 

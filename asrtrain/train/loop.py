@@ -403,6 +403,8 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
             save_checkpoint(learner, strategy, state, job, tag=f"epoch-{state.epoch:04d}",
                             avg_model=average_weights(model, strategy))
         if learner.writer is not None:
+            if strategy.is_main:
+                monitor.curves(state.history)  # drawn while the last checkpoint is being written
             learner.writer.wait()  # before final.pt, which averages the epoch checkpoints
     except StopTraining:
         if learner.writer is not None:
@@ -417,7 +419,8 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     path = None
     if strategy.is_main:
         path = write_final(job, final)
-        monitor.curves(state.history)
+        if learner.writer is None:
+            monitor.curves(state.history)
     monitor.close()
     strategy.close()
     return path
