@@ -110,3 +110,22 @@ def test_ssgd_over_nccl_equals_one_learner(tmp_path):
     single = toyloop.single_reference(toyloop.ToyArgs("", None, batch=8, num_batches=8))
     for r in toyloop.load(job.out, 2):
         torch.testing.assert_close(r["final"], single, rtol=0, atol=1e-10)
+
+
+def test_checkpoint_snapshot_copies_cuda_tensors_to_the_host():
+    """The background writer's snapshot of a CUDA LSTM (cuDNN's weights are views of one flat buffer):
+    host tensors, equal to the device's, unaffected by later steps, storages shared as on the device."""
+    from asrtrain.train.checkpoint import snapshot
+
+    lstm = torch.nn.LSTM(8, 16, num_layers=2, bidirectional=True).cuda()
+    lstm.flatten_parameters()
+    state = lstm.state_dict()
+    snap = snapshot({"model": state, "avg_model": state})
+    want = {k: v.detach().cpu().clone() for k, v in state.items()}
+    with torch.no_grad():
+        for p in lstm.parameters():
+            p.add_(1.0)
+    torch.cuda.synchronize()
+    for k, v in snap["model"].items():
+        assert v.device.type == "cpu" and torch.equal(v, want[k])
+        assert v.untyped_storage().data_ptr() == snap["avg_model"][k].untyped_storage().data_ptr()
