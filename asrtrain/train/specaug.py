@@ -2,29 +2,70 @@
 
 from __future__ import annotations
 
+from typing import List, Tuple
+
 import torch
 
 from asrtrain.config import SpecAugConfig
 
+Spans = List[List[Tuple[int, int]]]  # per utterance, [start, end) of each mask
 
-def spec_augment(x: torch.Tensor, lengths: torch.Tensor, cfg: SpecAugConfig, gen: torch.Generator
-                 ) -> torch.Tensor:
-    """Mask ``x`` (N, T, D) in place-free fashion: ``freq_masks`` bands of up to ``freq_width`` bins
-    and ``time_masks`` spans of up to ``time_width`` of each utterance's length, filled with zero
-    (the CMVN mean)."""
-    if not cfg.enabled:
-        return x
-    x = x.clone()
-    n, _, d = x.shape
-    for i in range(n):
-        t = int(lengths[i])
+
+def draw_spans(lengths: List[int], dim: int, cfg: SpecAugConfig, gen: torch.Generator) -> Tuple[Spans, Spans]:
+    """The frequency bands and time spans of each utterance, drawn from ``gen`` (a CPU generator) in a
+    fixed order: per utterance, its ``freq_masks`` bands (width, then start), then its ``time_masks`` spans."""
+    bands: Spans = []
+    spans: Spans = []
+    for t in lengths:
+        f = []
         for _ in range(cfg.freq_masks):
             w = int(torch.randint(0, cfg.freq_width + 1, (1,), generator=gen))
-            f0 = int(torch.randint(0, max(1, d - w), (1,), generator=gen))
-            x[i, :, f0:f0 + w] = 0.0
+            f0 = int(torch.randint(0, max(1, dim - w), (1,), generator=gen))
+            f.append((f0, f0 + w))
         max_t = max(1, int(cfg.time_width * t))
+        s = []
         for _ in range(cfg.time_masks):
             w = int(torch.randint(0, max_t + 1, (1,), generator=gen))
             t0 = int(torch.randint(0, max(1, t - w), (1,), generator=gen))
-            x[i, t0:t0 + w, :] = 0.0
-    return x
+            s.append((t0, t0 + w))
+        bands.append(f)
+        spans.append(s)
+    return bands, spans
+
+
+def _mask(spans: Spans, size: int) -> torch.Tensor:
+    """(N, size) bool on the host: True inside any of each row's [start, end) spans."""
+    out = torch.zeros(len(spans), size, dtype=torch.bool)
+    for i, row in enumerate(spans):
+        for a, b in row:
+            out[i, a:b] = True
+    return out
+
+
+def spec_augment(x: torch.Tensor, lengths: torch.Tensor, cfg: SpecAugConfig, gen: torch.Generator
+                 ) -> torch.Tensor:
+    """Mask ``x`` (N, T, D), returning a new tensor: ``freq_masks`` bands of up to ``freq_width`` bins
+    and ``time_masks`` spans of up to ``time_width`` of each utterance's length, filled with zero
+    (the CMVN mean). ``lengths`` is on the host (``Batch.to`` keeps it there).
+
+    The spans are drawn on the host. On a CPU, ``x`` is copied and zeroed span by span (cheaper there
+    than a full masked pass: 2.0-2.8 ms against 2.6-3.3 ms for a 32 x 400 x 80 batch, 1 thread, beside
+    a training job, 2026-11-25). On
+    an accelerator the spans become two small boolean masks, (N, D) and (N, T), copied once and
+    applied in one ``masked_fill``: two copies and two kernels a step instead of one launch per span
+    (4 per utterance). Both give the same tensor (tests/train/test_specaug.py)."""
+    if not cfg.enabled:
+        return x
+    n, t_max, d = x.shape
+    bands, spans = draw_spans([int(t) for t in lengths.tolist()], d, cfg, gen)
+    if x.device.type == "cpu":
+        x = x.clone()
+        for i in range(n):
+            for a, b in bands[i]:
+                x[i, :, a:b] = 0.0
+            for a, b in spans[i]:
+                x[i, a:b, :] = 0.0
+        return x
+    freq = _mask(bands, d).to(x.device, non_blocking=True)
+    time = _mask(spans, t_max).to(x.device, non_blocking=True)
+    return x.masked_fill(freq.unsqueeze(1) | time.unsqueeze(2), 0.0)
