@@ -42,6 +42,15 @@ def _mask(spans: Spans, size: int) -> torch.Tensor:
     return out
 
 
+def masked(x: torch.Tensor, bands: Spans, spans: Spans) -> torch.Tensor:
+    """``x`` (N, T, D) with ``bands`` (bins) and ``spans`` (frames) zeroed: two small boolean masks,
+    (N, D) and (N, T), built on the host, copied to ``x``'s device once, applied in one ``masked_fill``."""
+    _, t_max, d = x.shape
+    freq = _mask(bands, d).to(x.device, non_blocking=True)
+    time = _mask(spans, t_max).to(x.device, non_blocking=True)
+    return x.masked_fill(freq.unsqueeze(1) | time.unsqueeze(2), 0.0)
+
+
 def spec_augment(x: torch.Tensor, lengths: torch.Tensor, cfg: SpecAugConfig, gen: torch.Generator
                  ) -> torch.Tensor:
     """Mask ``x`` (N, T, D), returning a new tensor: ``freq_masks`` bands of up to ``freq_width`` bins
@@ -49,14 +58,13 @@ def spec_augment(x: torch.Tensor, lengths: torch.Tensor, cfg: SpecAugConfig, gen
     (the CMVN mean). ``lengths`` is on the host (``Batch.to`` keeps it there).
 
     The spans are drawn on the host. On a CPU, ``x`` is copied and zeroed span by span (cheaper there
-    than a full masked pass: 2.0-2.8 ms against 2.6-3.3 ms for a 32 x 400 x 80 batch, 1 thread, beside
-    a training job, 2026-11-25). On
-    an accelerator the spans become two small boolean masks, (N, D) and (N, T), copied once and
-    applied in one ``masked_fill``: two copies and two kernels a step instead of one launch per span
-    (4 per utterance). Both give the same tensor (tests/train/test_specaug.py)."""
+    than a full masked pass: 2.0-2.8 ms against 2.6-3.3 ms for a 32 x 400 x 80 batch, 1 thread, beside a
+    training job, 2026-11-25). On an accelerator, :func:`masked` applies them in one ``masked_fill``:
+    two copies and two kernels a step instead of one launch per span (4 per utterance). Both give the
+    same tensor (tests/train/test_specaug.py)."""
     if not cfg.enabled:
         return x
-    n, t_max, d = x.shape
+    n, _, d = x.shape
     bands, spans = draw_spans([int(t) for t in lengths.tolist()], d, cfg, gen)
     if x.device.type == "cpu":
         x = x.clone()
@@ -66,6 +74,4 @@ def spec_augment(x: torch.Tensor, lengths: torch.Tensor, cfg: SpecAugConfig, gen
             for a, b in spans[i]:
                 x[i, a:b, :] = 0.0
         return x
-    freq = _mask(bands, d).to(x.device, non_blocking=True)
-    time = _mask(spans, t_max).to(x.device, non_blocking=True)
-    return x.masked_fill(freq.unsqueeze(1) | time.unsqueeze(2), 0.0)
+    return masked(x, bands, spans)
