@@ -22,7 +22,9 @@ Last lines: ``gpu_train_loop_over_bare: R`` (bf16, audio-s/s of the loop over th
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -147,6 +149,7 @@ def main() -> None:
     ap.add_argument("--precisions", default="fp32,bf16")
     ap.add_argument("--skip-adpsgd", action="store_true")
     ap.add_argument("--config", type=Path, default=ROOT / "recipes" / "synth" / "conf" / "train.yaml")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory (features, checkpoints)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from asrtrain.config import TokenizerConfig
@@ -161,6 +164,10 @@ def main() -> None:
 
     device = resolve_device(args.device)
     tmp = Path(tempfile.mkdtemp(prefix="bench_gpu."))
+    if not args.keep:  # 0.6-1.1 GB a run (features, checkpoints)
+        atexit.register(shutil.rmtree, tmp, True)
+    else:
+        print(f"scratch kept in {tmp}", flush=True)
     feats = make_corpus(tmp / "train", args.utts, 40)
     tok = train_tokenizer(feats / "text", tmp / "tok", TokenizerConfig(model_type="word", vocab_size=args.targets))
     sets = [f"train.epochs={args.epochs}", "train.log_every_steps=1000", "train.average_last=1",

@@ -21,7 +21,9 @@ overhead shows) and ``train_loop_over_bare: <ratio>`` (the whole job: audio-seco
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
+import shutil
 import statistics
 import sys
 import tempfile
@@ -41,6 +43,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2, help="epochs per round (the bare loop runs as many)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--config", type=Path, default=ROOT / "recipes" / "synth" / "conf" / "train.yaml")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory (features, checkpoints)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(args.threads)
@@ -56,6 +59,10 @@ def main() -> None:
     from asrtrain.model.blstm import build_model
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_train."))
+    if not args.keep:  # 0.6-1.1 GB a run (features, checkpoints)
+        atexit.register(shutil.rmtree, tmp, True)
+    else:
+        print(f"scratch kept in {tmp}", flush=True)
     words = [f"w{i}" for i in range(60)]
     feats = make_feat_dir(tmp / "train", args.utts, dim=80, words=words)
     tok = train_tokenizer(feats / "text", tmp / "tok", TokenizerConfig(model_type="word", vocab_size=80))
