@@ -23,6 +23,20 @@ def group_size(dist_cfg: DistConfig, world_size: int) -> int:
     return m
 
 
+def describe_layout(dist_cfg: DistConfig, world_size: int) -> str:
+    """One line for train.log: the strategy and how the learners are arranged."""
+    if dist_cfg.strategy == "h-adpsgd":
+        m = group_size(dist_cfg, world_size)
+        spans = ", ".join(f"{k * m}-{(k + 1) * m - 1}" for k in range(world_size // m))
+        return (f"h-adpsgd: {world_size} learners in {world_size // m} groups of {m} (ranks {spans}): "
+                f"all-reduce inside a group, {dist_cfg.averaging} gossip between groups")
+    if dist_cfg.strategy == "adpsgd":
+        return f"adpsgd: {world_size} learners, {dist_cfg.averaging} partners"
+    if dist_cfg.strategy == "periodic":
+        return f"periodic: {world_size} learners, period {dist_cfg.period}"
+    return f"{dist_cfg.strategy}: {world_size} learner(s)"
+
+
 def check_dist_config(dist_cfg: DistConfig, world_size: int) -> None:
     """Refuse impossible layouts before any process starts (odd rings, uneven groups)."""
     if world_size < 1:

@@ -66,6 +66,31 @@ def in_launched_group() -> bool:
     return all(k in os.environ for k in ENV_KEYS)
 
 
+def launched_learners(requested: int) -> int:
+    """Under torchrun/srun, the job's learner count: WORLD_SIZE. ``requested`` (dist.learners) may be the
+    default 1 or 0 (take WORLD_SIZE) or must equal it. Outside a launched group, ``requested``."""
+    if not in_launched_group():
+        return requested
+    world = int(os.environ["WORLD_SIZE"])
+    if requested not in (0, 1, world):
+        raise AsrError(f"--learners {requested} but the launcher started WORLD_SIZE={world} learners",
+                       fix="drop --learners under torchrun/srun or make them agree")
+    return world
+
+
+def writes_job_files() -> bool:
+    """Whether this process writes the exp dir's job files (config.yaml, tokenizer.model, --restart's
+    removals): always outside a launched group; under torchrun/srun only each node's LOCAL_RANK 0, so the
+    processes of a node do not race over one directory, and a node without a shared file system still
+    gets its own copy. The rendezvous orders it: no learner starts before every process has joined."""
+    return not in_launched_group() or os.environ.get("LOCAL_RANK", "0") == "0"
+
+
+def is_job_leader() -> bool:
+    """The one process of the whole job that reports for it (prints the final model's path)."""
+    return not in_launched_group() or os.environ.get("RANK", "0") == "0"
+
+
 def resolve_backend(backend: str, device: Optional[torch.device] = None, shared_gpu: bool = False) -> str:
     """The default process group's backend for a learner computing on ``device``.
 

@@ -11,6 +11,7 @@ from typing import Iterable, Optional
 
 from asrtrain.config import Config, load_config, read_yaml_mapping, save_config, to_dict
 from asrtrain.configcheck import check_train_settings
+from asrtrain.distributed.launch import launched_learners, writes_job_files
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_copy
 from asrtrain.train.loop import TrainJob
@@ -70,10 +71,16 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
     cfg = resolve_config(load_config(config, overrides, extra=extra_configs), Path(train_dir), tokenizer,
                          alignments)
     check_train_settings(config, overrides, extra_configs, cfg, Path(train_dir))
+    # Under torchrun/srun the job has WORLD_SIZE learners whatever dist.learners said: config.yaml records
+    # the layout that ran, and the layout checks (odd rings, uneven groups) run before any learner starts.
+    cfg = replace(cfg, dist=replace(cfg.dist, learners=launched_learners(cfg.dist.learners)))
+    writer = writes_job_files()
     stored = exp_dir / "config.yaml"
     ckpts = exp_dir / "checkpoints"
-    if restart and ckpts.is_dir():
-        shutil.rmtree(ckpts)
+    if restart and ckpts.is_dir() and writer:
+        # Several nodes on one shared file system may remove the same files at once: what another
+        # removed first is gone already, which is what was asked.
+        shutil.rmtree(ckpts, onerror=_ignore_missing)
         for name in ("final.pt", "final.pt.sha256"):
             (exp_dir / name).unlink(missing_ok=True)
         log.info("--restart: removed the earlier run's checkpoints in %s", exp_dir)
@@ -83,19 +90,26 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
         if diff:
             raise AsrError(f"--resume with a different config ({', '.join(diff)})", stored,
                            fix="resume with the original options or use a new --exp-dir")
-    elif not resume and ckpts.is_dir() and any(ckpts.glob("*.pt")):
+    elif not resume and not restart and ckpts.is_dir() and any(ckpts.glob("*.pt")):
         raise AsrError("exp dir already holds a training run", exp_dir,
                        fix="add --resume to continue it, --restart to start over, or choose a new --exp-dir")
     exp_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, stored)
-    if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
-        atomic_copy(tokenizer, exp_dir / "tokenizer.model")
-    if cfg.model.loss == "ce":
+    if writer:
+        save_config(cfg, stored)
+        if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
+            atomic_copy(tokenizer, exp_dir / "tokenizer.model")
+    if cfg.model.loss == "ce" and writer:
         from asrtrain.train.hybrid import write_priors
         write_priors(alignments, cfg.model.num_targets, exp_dir / "priors.txt")
     return TrainJob(cfg=cfg, train_dir=Path(train_dir), dev_dir=Path(dev_dir) if dev_dir else None, exp_dir=exp_dir,
                     tokenizer=exp_dir / "tokenizer.model" if tokenizer else None, alignments=alignments,
                     resume=resume, stop_after_steps=stop_after_steps)
+
+
+def _ignore_missing(func, path, exc_info) -> None:
+    """rmtree's onerror: a file another process removed first is fine; anything else is raised."""
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]
 
 
 def add_file_log(exp_dir: Path, rank: int) -> logging.Handler:
@@ -112,10 +126,12 @@ def add_file_log(exp_dir: Path, rank: int) -> logging.Handler:
 
 def learner_main(rank: int, world_size: int, job: TrainJob) -> None:
     """Entry point of one learner (in-process, spawned, or under torchrun)."""
-    from asrtrain.distributed.factory import make_strategy
+    from asrtrain.distributed.factory import describe_layout, make_strategy
     from asrtrain.train.loop import run
 
     handler = add_file_log(job.exp_dir, rank)
+    if rank == 0:
+        log.info("layout: %s", describe_layout(job.cfg.dist, world_size))
     # On resume every learner loads its own weights (ADPSGD learners differ); fresh runs start from
     # rank 0's weights everywhere.
     strategy = make_strategy(job.cfg.dist, rank, world_size, seed=job.cfg.train.seed,
@@ -131,17 +147,16 @@ def train(job: TrainJob) -> Optional[Path]:
     """Run the job: one learner here, or N learners through :mod:`asrtrain.distributed.launch`
     (spawned locally, or joined under torchrun/srun). Returns ``final.pt`` once written."""
     from asrtrain.distributed.factory import check_dist_config
-    from asrtrain.distributed.launch import in_launched_group, run_learners
+    from asrtrain.distributed.launch import in_launched_group, is_job_leader, run_learners
     from asrtrain.train.loop import threads_for
 
     d = job.cfg.dist
-    if not in_launched_group():
-        check_dist_config(d, d.learners)
-    log.info("training %s: strategy %s, %d learner(s), %s", job.exp_dir, d.strategy, d.learners,
-             "resume" if job.resume else "fresh")
-    learners = 0 if in_launched_group() and d.learners == 1 else d.learners
-    run_learners(learner_main, job, learners, backend=d.backend, timeout_s=d.timeout_s,
+    check_dist_config(d, d.learners)  # under torchrun d.learners is WORLD_SIZE (prepare_job)
+    if is_job_leader():
+        log.info("training %s: strategy %s, %d learner(s)%s, %s", job.exp_dir, d.strategy, d.learners,
+                 " under torchrun/srun" if in_launched_group() else "", "resume" if job.resume else "fresh")
+    run_learners(learner_main, job, d.learners, backend=d.backend, timeout_s=d.timeout_s,
                  threads=threads_for(job.cfg, d.learners), device=job.cfg.train.device,
                  hang_after=d.hang_timeout_s)
     final = job.exp_dir / "final.pt"
-    return final if final.is_file() and not job.stop_after_steps else None
+    return final if final.is_file() and not job.stop_after_steps and is_job_leader() else None

@@ -1,0 +1,160 @@
+"""Every strategy under the real torchrun, as a cluster user starts it: one node, and two nodes on
+this machine (two torchrun agents meeting at a c10d rendezvous on 127.0.0.1).
+
+Under torchrun each process runs the whole ``asrtrain train`` command and joins the launcher's group
+instead of spawning learners. What must hold there, beside the job finishing: config.yaml records the
+learners that ran (WORLD_SIZE, not the default 1), one process per node writes the job files, SSGD's
+learners stay identical, and with two nodes H-ADPSGD's super-learners are the nodes (LOCAL_WORLD_SIZE):
+identical inside a node, apart across nodes. Each run takes 5-10 s (the processes import torch).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from click.testing import CliRunner
+
+from asrtrain.cli import cli
+from featfix import make_feat_dir
+
+TASK = ["model.num_layers=1", "model.hidden=32", "model.subsample=2", "model.dropout=0.0",
+        "train.max_frames=1500", "train.max_utts=4", "train.warmup_steps=4", "train.lr=0.02",
+        "train.epochs=2", "train.average_last=1", "specaug.enabled=false", "dist.timeout_s=60"]
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    root = tmp_path_factory.mktemp("torchrun")
+    train = make_feat_dir(root / "train", 96)
+    dev = make_feat_dir(root / "dev", 30, seed=1)
+    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(train / "text"), "--out", str(root / "tok"),
+                                 "--model-type", "word", "--vocab-size", "30"])
+    assert r.exit_code == 0, r.output
+    return train, dev, root / "tok" / "tokenizer.model"
+
+
+def env() -> dict:
+    e = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
+    e.update(OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", PYTHONUNBUFFERED="1")
+    return e
+
+
+def train_cmd(task, exp: Path, launcher: list, *args: str) -> list:
+    train, dev, tok = task
+    cmd = [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "asrtrain", "train",
+           "--train-data", str(train), "--dev-data", str(dev), "--tokenizer", str(tok), "--exp-dir", str(exp),
+           *args]
+    for s in TASK:
+        cmd += ["--set", s]
+    return cmd
+
+
+def one_node(task, exp: Path, procs: int, *args: str) -> subprocess.CompletedProcess:
+    launcher = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(procs)]
+    return subprocess.run(train_cmd(task, exp, launcher, *args), env=env(), capture_output=True, text=True,
+                          timeout=300)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def weights(exp: Path, rank: int, epoch: int = 2) -> dict:
+    return torch.load(exp / "checkpoints" / f"epoch-{epoch:04d}.rank{rank}.pt", weights_only=True)["model"]
+
+
+def same(a: dict, b: dict) -> bool:
+    return all(torch.equal(a[k], b[k]) for k in a)
+
+
+def finished(r: subprocess.CompletedProcess, exp: Path, learners: int) -> None:
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert (exp / "final.pt").is_file()
+    # The exp dir describes the job that ran, and the final path is printed once, by rank 0.
+    assert yaml.safe_load((exp / "config.yaml").read_text())["dist"]["learners"] == learners
+    assert r.stdout.count(str(exp / "final.pt")) == 1, r.stdout
+    for rank in range(learners):
+        assert (exp / "checkpoints" / f"epoch-0002.rank{rank}.pt").is_file()
+
+
+@pytest.mark.parametrize("name,args", [
+    ("ssgd", ["--strategy", "ssgd"]),
+    ("adpsgd", ["--strategy", "adpsgd", "--averaging", "random"]),
+    ("periodic", ["--strategy", "periodic", "--period", "adaptive"]),
+    ("adpsgd-dp", ["--strategy", "adpsgd", "--dp", "--set", "dp.noise_multiplier=0.5", "--set", "dp.delta=1e-3"]),
+])
+def test_one_node_under_torchrun(task, tmp_path, name, args):
+    exp = tmp_path / name
+    r = one_node(task, exp, 2, *args)
+    finished(r, exp, 2)
+    log = (exp / "train.log").read_text()
+    assert f"layout: {args[1]}: 2 learners" in log or f"layout: {args[1]}: 2 learner(s)" in log, log
+    if name == "ssgd":  # one update on every learner
+        assert same(weights(exp, 0), weights(exp, 1))
+    if name == "adpsgd-dp":  # each learner accounts for its own epsilon, every epoch
+        for rank in (0, 1):
+            assert f"[learner {rank}] epoch 2 dp: epsilon" in log, log
+
+
+def test_two_nodes_hadpsgd_super_learners_are_the_nodes(task, tmp_path):
+    exp = tmp_path / "h2"
+    port = free_port()
+    launcher = ["--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "asrtrain-test"]
+    cmd = train_cmd(task, exp, launcher, "--strategy", "h-adpsgd")  # group size from LOCAL_WORLD_SIZE
+    nodes = [subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in nodes]
+    for p, (out, err) in zip(nodes, outs):
+        assert p.returncode == 0, out[-3000:] + err[-3000:]
+    assert sum(out.count(str(exp / "final.pt")) for out, _ in outs) == 1
+    assert yaml.safe_load((exp / "config.yaml").read_text())["dist"]["learners"] == 4
+    assert "4 learners in 2 groups of 2 (ranks 0-1, 2-3)" in (exp / "train.log").read_text()
+    w = [weights(exp, r) for r in range(4)]
+    assert same(w[0], w[1]) and same(w[2], w[3])  # a super-learner steps as one
+    assert not same(w[0], w[2])  # two super-learners gossip; they are not one model
+
+
+def test_odd_adpsgd_ring_under_torchrun_is_refused_in_one_line(task, tmp_path):
+    r = one_node(task, tmp_path / "odd", 3, "--strategy", "adpsgd")
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("asrtrain: error:")]
+    assert lines and all("3" in ln for ln in lines), r.stderr[-3000:]
+    assert not (tmp_path / "odd" / "checkpoints").exists()
+
+
+def test_under_a_launcher_only_local_rank_0_writes_the_job_files(task, tmp_path, monkeypatch):
+    """Every process of a node runs prepare_job; one writes (and --restart removes), so they never race."""
+    from asrtrain.errors import AsrError
+    from asrtrain.train.job import prepare_job
+
+    train, dev, tok = task
+    exp = tmp_path / "exp"
+    (exp / "checkpoints").mkdir(parents=True)
+    (exp / "checkpoints" / "epoch-0001.rank0.pt").write_bytes(b"old")
+    for k, v in dict(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", MASTER_ADDR="127.0.0.1").items():
+        monkeypatch.setenv(k, v)
+
+    def prepare(*sets):
+        return prepare_job(None, [], list(TASK) + list(sets), train, dev, exp, tok, None, False, restart=True)
+
+    job = prepare()  # local rank 1: neither removes nor writes, and does not refuse the old checkpoint
+    assert job.cfg.dist.learners == 2
+    assert (exp / "checkpoints" / "epoch-0001.rank0.pt").exists() and not (exp / "config.yaml").exists()
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    prepare()
+    assert not (exp / "checkpoints").exists()
+    assert yaml.safe_load((exp / "config.yaml").read_text())["dist"]["learners"] == 2
+    assert (exp / "tokenizer.model").is_file()
+    with pytest.raises(AsrError, match="WORLD_SIZE=2"):
+        prepare("dist.learners=3")
