@@ -1,5 +1,6 @@
 """Every strategy under the real torchrun, as a cluster user starts it: one node, and two nodes on
-this machine (two torchrun agents meeting at a c10d rendezvous on 127.0.0.1).
+this machine (two torchrun agents meeting at a c10d rendezvous on 127.0.0.1); and SSGD as srun starts
+it (plain processes with RANK, WORLD_SIZE, MASTER_ADDR ... exported, no agent).
 
 Under torchrun each process runs the whole ``asrtrain train`` command and joins the launcher's group
 instead of spawning learners. What must hold there, beside the job finishing: config.yaml records the
@@ -123,6 +124,28 @@ def test_two_nodes_hadpsgd_super_learners_are_the_nodes(task, tmp_path):
     w = [weights(exp, r) for r in range(4)]
     assert same(w[0], w[1]) and same(w[2], w[3])  # a super-learner steps as one
     assert not same(w[0], w[2])  # two super-learners gossip; they are not one model
+
+
+def test_as_slurm_starts_it_env_rendezvous_without_an_agent(task, tmp_path):
+    """srun starts one plain process per learner with the variables exported (README's Slurm line): no
+    torchrun agent, so learner rank 0 hosts the store that the heartbeats use too."""
+    exp = tmp_path / "srun"
+    port = free_port()
+    cmd = train_cmd(task, exp, [], "--strategy", "ssgd")
+    cmd = [cmd[0]] + cmd[cmd.index("-m", 3):]  # python -m asrtrain train ..., no launcher
+    procs = []
+    for rank in range(2):
+        e = env()
+        e.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
+                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        e.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+        procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:] + err[-3000:]
+    assert sum(out.count(str(exp / "final.pt")) for out, _ in outs) == 1
+    assert yaml.safe_load((exp / "config.yaml").read_text())["dist"]["learners"] == 2
+    assert same(weights(exp, 0), weights(exp, 1))
 
 
 def test_odd_adpsgd_ring_under_torchrun_is_refused_in_one_line(task, tmp_path):
