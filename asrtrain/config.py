@@ -284,7 +284,7 @@ def _range(name: str, value, lo=None, hi=None, lo_open: bool = False, hi_open: b
 # ---------------------------------------------------------------------------------------------------------
 # Loading
 
-def _coerce(value: Any, typ: Any, where: str, path: Optional[str], line: Optional[int]) -> Any:
+def coerce_value(value: Any, typ: Any, where: str, path: Optional[str], line: Optional[int]) -> Any:
     """Check ``value`` against a field type (bool, int, float, str), converting int -> float."""
     if typ is bool:
         if isinstance(value, bool):
@@ -327,11 +327,11 @@ def _build(cls, data: Any, prefix: str, path: Optional[str], lines: Dict[str, in
         if is_dataclass(typ):
             kwargs[key] = _build(typ, value if value is not None else {}, where, path, lines)
         else:
-            kwargs[key] = _coerce(value, typ, where, path, lines.get(where))
+            kwargs[key] = coerce_value(value, typ, where, path, lines.get(where))
     return cls(**kwargs)
 
 
-def _field_type(cls, dotted: str):
+def field_type(cls, dotted: str):
     """The declared type of ``section.key`` in ``cls`` (None when there is no such field)."""
     for part in dotted.split("."):
         if not is_dataclass(cls):
@@ -365,7 +365,7 @@ def load_config(path: Optional[Path] = None, overrides: Iterable[str] = (),
         data = _deep_merge(data, loaded)
     for item in overrides:
         key, value = parse_override(item)
-        if _field_type(Config, key) is str:  # keep "1:4" a string (YAML 1.1 would read 64)
+        if field_type(Config, key) is str:  # keep "1:4" a string (YAML 1.1 would read 64)
             value = item.split("=", 1)[1]
             if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
                 value = value[1:-1]  # --set "dist.slowdown='1:4'" is the same as dist.slowdown=1:4

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Tuple
 
-from asrtrain.config import Config, _coerce, _field_type
+from asrtrain.config import Config, coerce_value, field_type
 from asrtrain.yamlio import parse_override, read_yaml
 from asrtrain.errors import AsrError
 
@@ -29,7 +29,7 @@ def given_settings(path: Optional[Path], overrides: Iterable[str], extra: Iterab
                 out[name] = (value, str(p), lines.get(name), False)
     for item in overrides:
         key, value = parse_override(item)
-        if _field_type(Config, key) is str:
+        if field_type(Config, key) is str:
             value = item.split("=", 1)[1].strip("'\"")
         out[key] = (value, None, None, True)
     return out
@@ -40,10 +40,10 @@ def check_train_settings(path: Optional[Path], overrides: Iterable[str], extra: 
     """Refuse keys ``train`` would ignore (see the module doc); ``cfg`` is the resolved config."""
     for name, (value, file, line, from_set) in given_settings(path, overrides, extra).items():
         section, _, key = name.partition(".")
-        typ = _field_type(Config, name)
+        typ = field_type(Config, name)
         if typ is None:
             continue  # unknown keys were refused by load_config
-        value = _coerce(value, typ, name, file, line)
+        value = coerce_value(value, typ, name, file, line)
         where = f"--set {name}={value}" if from_set else f"{name}: {value}"
         if section == "features" and getattr(cfg.features, key) != value:
             raise AsrError(f"{where} is ignored: training uses the features of {train_dir}, computed with "

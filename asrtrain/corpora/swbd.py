@@ -242,29 +242,18 @@ class Segment(NamedTuple):
 
 
 def read_sphere_header(path: Path) -> Dict[str, str]:
-    """The NIST SPHERE header fields (``{"sample_coding": "pcm", "channel_count": "2", ...}``).
+    """The NIST SPHERE header fields (``{"sample_coding": "pcm", "channel_count": "2", ...}``), parsed by
+    :func:`asrtrain.data.audio.sphere_header`; a file that is not SPHERE is an error here.
 
     Only the header is read: to decide between soundfile (PCM, µ-law) and sph2pipe (shorten), which
     libsndfile cannot decode.
     """
-    with open(path, "rb") as fh:
-        head = fh.read(1024)
-    lines = head.split(b"\n")
-    if len(lines) < 2 or lines[0].strip() != b"NIST_1A":
+    from asrtrain.data.audio import sphere_header
+    header = sphere_header(str(path))
+    if header is None:
         raise AsrError("not a NIST SPHERE file (no NIST_1A header)", path,
                        fix="LDC .sph audio is expected here; re-copy the file from the corpus media")
-    size = int(lines[1].strip() or 1024)
-    if size > len(head):
-        with open(path, "rb") as fh:
-            lines = fh.read(size).split(b"\n")
-    fields: Dict[str, str] = {}
-    for raw in lines[2:]:
-        parts = raw.decode("latin-1").split(None, 2)
-        if not parts or parts[0] == "end_head":
-            break
-        if len(parts) == 3:
-            fields[parts[0]] = parts[2].strip()
-    return fields
+    return header
 
 
 def find_sph(root: Path) -> Dict[str, Path]:

@@ -28,7 +28,8 @@ def greedy(log_probs: np.ndarray, blank: int = 0) -> Tuple[List[int], List[int],
     return tokens, frames, score
 
 
-def _lse(a: float, b: float) -> float:
+def log_add(a: float, b: float) -> float:
+    """ln(e^a + e^b) of two log-probabilities, exact when either is NEG_INF (the lexicon search uses it too)."""
     if a == NEG_INF:
         return b
     if b == NEG_INF:
@@ -57,13 +58,13 @@ def prefix_beam_search(log_probs: np.ndarray, beam: int = 8, blank: int = 0, pru
         def add(prefix, pb, pnb, frames):
             if prefix in nxt:
                 e = nxt[prefix]
-                e[0] = _lse(e[0], pb)
-                e[1] = _lse(e[1], pnb)
+                e[0] = log_add(e[0], pb)
+                e[1] = log_add(e[1], pnb)
             else:
                 nxt[prefix] = [pb, pnb, frames]
 
         for prefix, (pb, pnb, frames) in beams.items():
-            total = _lse(pb, pnb)
+            total = log_add(pb, pnb)
             last = prefix[-1] if prefix else None
             for k in cand:
                 p = float(row[k])
@@ -74,7 +75,7 @@ def prefix_beam_search(log_probs: np.ndarray, beam: int = 8, blank: int = 0, pru
                     add(prefix + (k,), NEG_INF, pb + p, frames + (t,))  # repeat after a blank
                 else:
                     add(prefix + (k,), NEG_INF, total + p, frames + (t,))
-        ranked = sorted(nxt.items(), key=lambda kv: _lse(kv[1][0], kv[1][1]), reverse=True)[:beam]
+        ranked = sorted(nxt.items(), key=lambda kv: log_add(kv[1][0], kv[1][1]), reverse=True)[:beam]
         beams = {p: (v[0], v[1], v[2]) for p, v in ranked}
-    prefix, (pb, pnb, frames) = max(beams.items(), key=lambda kv: _lse(kv[1][0], kv[1][1]))
-    return list(prefix), list(frames), _lse(pb, pnb)
+    prefix, (pb, pnb, frames) = max(beams.items(), key=lambda kv: log_add(kv[1][0], kv[1][1]))
+    return list(prefix), list(frames), log_add(pb, pnb)

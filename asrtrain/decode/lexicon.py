@@ -18,7 +18,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from asrtrain.decode.ctc import NEG_INF, _lse
+from asrtrain.decode.ctc import NEG_INF, log_add
 
 WORD_START = "\u2581"
 
@@ -90,10 +90,10 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
             if e is None:
                 nxt[prefix] = _Hyp(pb, pnb, frames, lm_part, state, partial)
             else:
-                e.pb, e.pnb = _lse(e.pb, pb), _lse(e.pnb, pnb)
+                e.pb, e.pnb = log_add(e.pb, pb), log_add(e.pnb, pnb)
 
         for prefix, h in beams.items():
-            total = _lse(h.pb, h.pnb)
+            total = log_add(h.pb, h.pnb)
             add(prefix, total + p_blank, NEG_INF, h.frames, h.lm, h.state, h.partial)
             last = prefix[-1] if prefix else None
             for k in cand:
@@ -109,12 +109,12 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
                     ext = extend(h, k)
                     if ext is not None:
                         add(prefix + (k,), NEG_INF, total + p, h.frames + (t,), *ext)
-        ranked = sorted(nxt.items(), key=lambda kv: _lse(kv[1].pb, kv[1].pnb) + kv[1].lm, reverse=True)
+        ranked = sorted(nxt.items(), key=lambda kv: log_add(kv[1].pb, kv[1].pnb) + kv[1].lm, reverse=True)
         beams = dict(ranked[:beam])
 
     best, best_score = None, NEG_INF
     for prefix, h in beams.items():
-        score = _lse(h.pb, h.pnb) + h.lm
+        score = log_add(h.pb, h.pnb) + h.lm
         state = h.state
         if h.partial:
             if h.partial not in lexicon.words:
@@ -126,8 +126,8 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
         if score > best_score:
             best, best_score = (prefix, h), score
     if best is None:  # every hypothesis ends inside a word: fall back to the best one as it is
-        prefix, h = max(beams.items(), key=lambda kv: _lse(kv[1].pb, kv[1].pnb) + kv[1].lm)
-        return list(prefix), list(h.frames), _lse(h.pb, h.pnb) + h.lm
+        prefix, h = max(beams.items(), key=lambda kv: log_add(kv[1].pb, kv[1].pnb) + kv[1].lm)
+        return list(prefix), list(h.frames), log_add(h.pb, h.pnb) + h.lm
     prefix, h = best
     return list(prefix), list(h.frames), best_score
 

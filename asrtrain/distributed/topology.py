@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, List, Sequence, Tuple
+from typing import Iterable, List, Tuple
 
 import numpy as np
 
@@ -128,10 +128,6 @@ class GapRow:
 def gap_row(n: int, schedule: str) -> GapRow:
     m, period = schedule_matrix(n, schedule)
     return GapRow(n, schedule, spectral_gap(m), period, rounds_to_shrink(m, period, schedule != "fixed"))
-
-
-def gap_table(sizes: Sequence[int], schedules: Sequence[str] = SCHEDULES) -> List[GapRow]:
-    return [gap_row(n, s) for n in sizes for s in schedules]
 
 
 def table_sizes(largest: int) -> List[int]:

@@ -82,6 +82,3 @@ class BLSTM(nn.Module):
 def build_model(cfg: ModelConfig) -> BLSTM:
     return BLSTM(cfg)
 
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

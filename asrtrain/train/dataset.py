@@ -64,7 +64,7 @@ class AsrDataset:
     """
 
     def __init__(self, feat_dir: Path, subsample: int, tokenizer=None,
-                 alignments: Optional[Dict[str, np.ndarray]] = None, need_text: bool = True):
+                 alignments: Optional[Dict[str, np.ndarray]] = None):
         from asrtrain.features.reader import FeatureReader
 
         self.dir = Path(feat_dir)

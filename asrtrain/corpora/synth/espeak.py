@@ -156,10 +156,6 @@ class Espeak:
         self.sample_rate = rate  # 22050 Hz for the shipped data
         self.voice = None
 
-    @property
-    def version(self) -> str:
-        return self._lib.espeak_Info(None).decode()
-
     def _on_samples(self, wav, numsamples, events) -> int:
         if wav and numsamples > 0:
             self._chunks.append(ctypes.string_at(wav, numsamples * 2))
