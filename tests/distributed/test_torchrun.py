@@ -20,10 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from click.testing import CliRunner
 
-from asrtrain.cli import cli
-from featfix import make_feat_dir
+from featfix import make_task
 
 TASK = ["model.num_layers=1", "model.hidden=32", "model.subsample=2", "model.dropout=0.0",
         "train.max_frames=1500", "train.max_utts=4", "train.warmup_steps=4", "train.lr=0.02",
@@ -32,13 +30,7 @@ TASK = ["model.num_layers=1", "model.hidden=32", "model.subsample=2", "model.dro
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
-    root = tmp_path_factory.mktemp("torchrun")
-    train = make_feat_dir(root / "train", 96)
-    dev = make_feat_dir(root / "dev", 30, seed=1)
-    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(train / "text"), "--out", str(root / "tok"),
-                                 "--model-type", "word", "--vocab-size", "30"])
-    assert r.exit_code == 0, r.output
-    return train, dev, root / "tok" / "tokenizer.model"
+    return make_task(tmp_path_factory.mktemp("torchrun"), 96, 30)
 
 
 def env() -> dict:

@@ -40,8 +40,7 @@ def make_feat_dir(root: Path, n_utts: int = 40, dim: int = 13, seed: int = 0, wo
         spk2utt.setdefault(utt2spk[u], []).append(u)
     (root / "spk2utt").write_text("".join(f"{s} {' '.join(us)}\n" for s, us in sorted(spk2utt.items())))
     # global CMVN stats in Kaldi's layout: row 0 sums + count, row 1 sums of squares
-    allx = np.concatenate([kaldiio.load_mat(v) for v in kaldiio.load_scp(str(root / "feats.scp")).values()]
-                          ) if False else np.concatenate([m for m in kaldiio.load_scp(str(root / "feats.scp")).values()])
+    allx = np.concatenate(list(kaldiio.load_scp(str(root / "feats.scp")).values()))
     stats = np.zeros((2, dim + 1))
     stats[0, :dim] = allx.sum(0)
     stats[0, dim] = len(allx)
@@ -51,3 +50,19 @@ def make_feat_dir(root: Path, n_utts: int = 40, dim: int = 13, seed: int = 0, wo
     (root / "features.yaml").write_text(yaml.safe_dump(cfg))
     (root / "feat_dim").write_text(f"{dim}\n")
     return root
+
+
+def make_task(root: Path, n_train: int, n_dev: int):
+    """A train and a dev feature dir of this task under ``root``, and a word tokenizer of the training
+    text: ``(train_dir, dev_dir, tokenizer.model)``."""
+    from click.testing import CliRunner
+
+    from asrtrain.cli import cli
+
+    root = Path(root)
+    train = make_feat_dir(root / "train", n_train)
+    dev = make_feat_dir(root / "dev", n_dev, seed=1)
+    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(train / "text"), "--out", str(root / "tok"),
+                                 "--model-type", "word", "--vocab-size", "30"])
+    assert r.exit_code == 0, r.output
+    return train, dev, root / "tok" / "tokenizer.model"

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from featfix import make_feat_dir
+from featfix import make_task
 
 TASK = ["model.num_layers=1", "model.hidden=32", "model.subsample=2", "model.dropout=0.0",
         "train.max_frames=1500", "train.max_utts=4", "train.warmup_steps=4", "train.lr=0.02",
@@ -26,13 +26,7 @@ MAX_WER = 30.0
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
-    root = tmp_path_factory.mktemp("learn")
-    train = make_feat_dir(root / "train", 96)
-    dev = make_feat_dir(root / "dev", 30, seed=1)
-    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(train / "text"), "--out", str(root / "tok"),
-                                 "--model-type", "word", "--vocab-size", "30"])
-    assert r.exit_code == 0, r.output
-    return train, dev, root / "tok" / "tokenizer.model"
+    return make_task(tmp_path_factory.mktemp("learn"), 96, 30)
 
 
 def train_and_score(task, exp: Path, *overrides: str):

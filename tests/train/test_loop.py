@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from asrtrain.cli import cli
 
 sys.path.insert(0, str(Path(__file__).parent))
-from featfix import make_feat_dir  # noqa: E402
+from featfix import make_task  # noqa: E402
 
 SMALL = ["model.num_layers=1", "model.hidden=24", "model.subsample=2", "train.max_frames=1500",
          "train.warmup_steps=4", "train.lr=0.005", "train.log_every_steps=3", "train.epochs=3",
@@ -19,13 +19,7 @@ SMALL = ["model.num_layers=1", "model.hidden=24", "model.subsample=2", "train.ma
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("feats")
-    tr = make_feat_dir(root / "train", 48)
-    dev = make_feat_dir(root / "dev", 12, seed=1)
-    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(tr / "text"), "--out", str(root / "tok"),
-                                 "--model-type", "word", "--vocab-size", "30"])
-    assert r.exit_code == 0, r.output
-    return tr, dev, root / "tok" / "tokenizer.model"
+    return make_task(tmp_path_factory.mktemp("feats"), 48, 12)
 
 
 def train(data, exp, *extra):

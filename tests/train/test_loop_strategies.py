@@ -5,7 +5,7 @@ import torch
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from featfix import make_feat_dir
+from featfix import make_task
 
 BASE = ["model.num_layers=1", "model.hidden=16", "model.subsample=2", "model.dropout=0.0",
         "train.warmup_steps=2", "train.lr=0.01", "train.log_every_steps=2", "train.epochs=2",
@@ -14,13 +14,7 @@ BASE = ["model.num_layers=1", "model.hidden=16", "model.subsample=2", "model.dro
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("feats")
-    tr = make_feat_dir(root / "train", 40)
-    dev = make_feat_dir(root / "dev", 8, seed=1)
-    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(tr / "text"), "--out", str(root / "tok"),
-                                 "--model-type", "word", "--vocab-size", "30"])
-    assert r.exit_code == 0, r.output
-    return tr, dev, root / "tok" / "tokenizer.model"
+    return make_task(tmp_path_factory.mktemp("feats"), 40, 8)
 
 
 def train(data, exp, sets, *extra):
