@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from asrtrain.corpora.swbd import Segment, find_sph, wav_scp_entries, write_data_dir
+from asrtrain.corpora.ldc import Utterance, find_sph, wav_scp_entries, write_data_dir
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_open, atomic_write_text
 
@@ -90,7 +90,7 @@ def extend_segments(rows: List[Tuple[str, str, float, float]], extend: float
     return [tuple(r) for r in rows]
 
 
-def read_pem(pem: Path) -> List[Segment]:
+def read_pem(pem: Path) -> List[Utterance]:
     """Segments of the pem, sorted unique, extended by 0.1 s (text left empty)."""
     lines = set()
     for no, line in enumerate(pem.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
@@ -104,7 +104,7 @@ def read_pem(pem: Path) -> List[Segment]:
     if len(set(ids)) != len(ids):
         raise AsrError("two pem segments of one side get the same id (same times in centiseconds)", pem,
                        fix="remove the duplicate line from the pem")
-    return [Segment(u, s, "%.2f" % a, "%.2f" % b, "") for u, s, a, b in extend_segments(rows, 0.1)]
+    return [Utterance(u, s, "%.2f" % a, "%.2f" % b, "") for u, s, a, b in extend_segments(rows, 0.1)]
 
 
 def read_stm_text(stm: Path) -> Dict[str, str]:

@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence
 
-from asrtrain.corpora.swbd import NOISE_TOKENS, Segment, find_sph, with_audio, write_data_dir
+from asrtrain.corpora.ldc import Utterance, find_sph, with_audio, write_data_dir
+from asrtrain.corpora.swbd import NOISE_TOKENS
 from asrtrain.data.table import read_table, spk2utt_from_utt2spk, write_table
 from asrtrain.errors import AsrError
 
@@ -58,9 +59,9 @@ def normalize_fisher(words: str, keep_noise: bool = True) -> str:
     return words
 
 
-def read_fisher_transcripts(files: Iterable[Path], keep_noise: bool = True) -> List[Segment]:
+def read_fisher_transcripts(files: Iterable[Path], keep_noise: bool = True) -> List[Utterance]:
     """Transcript files (``# fe_03_00001.sph`` then ``7.38 8.78 A: an- so the topic is``) -> segments."""
-    out: Dict[str, Segment] = {}
+    out: Dict[str, Utterance] = {}
     n_lines = uncertain = empty = dups = 0
     for path in files:
         call = path.name[:-4]
@@ -90,7 +91,7 @@ def read_fisher_transcripts(files: Iterable[Path], keep_noise: bool = True) -> L
             if utt in out:
                 dups += 1
                 continue
-            out[utt] = Segment(utt, reco, "%.2f" % (0.01 * int(start)), "%.2f" % (0.01 * int(end)),
+            out[utt] = Utterance(utt, reco, "%.2f" % (0.01 * int(start)), "%.2f" % (0.01 * int(end)),
                                " ".join(text.split()))
     log.info("fisher: %d transcript lines, %d kept; %d uncertain '((' lines, %d without words, "
              "%d duplicate ids", n_lines, len(out), uncertain, empty, dups)

@@ -6,7 +6,7 @@ import stat
 import numpy as np
 import soundfile as sf
 
-from asrtrain.corpora.swbd import wav_scp_entries
+from asrtrain.corpora.ldc import wav_scp_entries
 from asrtrain.data.audio import read_recording
 from sphere_fixture import tone, write_sphere
 

@@ -13,7 +13,8 @@ import soundfile as sf
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from asrtrain.corpora.swbd import build_acronym_map, map_word, prepare_swbd, remove_dup_utts, Segment
+from asrtrain.corpora.ldc import Utterance, remove_dup_utts
+from asrtrain.corpora.swbd import build_acronym_map, map_word, prepare_swbd
 from asrtrain.data.table import read_table
 from asrtrain.errors import AsrError
 from swbd_fixture import SR, TONE_A, TONE_B, make_swbd
@@ -128,7 +129,7 @@ def test_nodup_thins_frequent_transcripts_like_kaldi(corpus, tmp_path):
 
 
 def test_remove_dup_utts_keeps_rare_transcripts():
-    segs = [Segment(f"u{i}", "r", "0", "1", "x") for i in range(3)] + [Segment("v", "r", "0", "1", "y")]
+    segs = [Utterance(f"u{i}", "r", "0", "1", "x") for i in range(3)] + [Utterance("v", "r", "0", "1", "y")]
     assert [s.utt for s in remove_dup_utts(segs, 4)] == ["u0", "u1", "u2", "v"]
 
 
