@@ -193,7 +193,7 @@ def averaged_dev_curve(run: Run, corpus: Corpus, last_only: bool = False) -> Lis
     from asrtrain.score.report import score_text
     from asrtrain.text.tokenizer import Tokenizer
     from asrtrain.train import checkpoint as ckpt
-    from asrtrain.train.dataset import AsrDataset
+    from asrtrain.features.dataset import AsrDataset
     from asrtrain.train.loop import Learner, compute_validation_loss
 
     rows = []

@@ -40,7 +40,7 @@ def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0
     from asrtrain.distributed.base import Strategy
     from asrtrain.distributed.dp import DPStrategy
     from asrtrain.model.blstm import build_model
-    from asrtrain.train.dataset import Batch
+    from asrtrain.features.dataset import Batch
     from asrtrain.train.loop import compute_loss
 
     threads = torch.get_num_threads()

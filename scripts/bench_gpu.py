@@ -158,7 +158,7 @@ def main() -> None:
     from asrtrain.model.blstm import build_model
     from asrtrain.text.tokenizer import Tokenizer, train_tokenizer
     from asrtrain.train.batching import BatchSpec, learner_batches
-    from asrtrain.train.dataset import AsrDataset
+    from asrtrain.features.dataset import AsrDataset
     from asrtrain.train.job import prepare_job
     from asrtrain.train.loop import run
 

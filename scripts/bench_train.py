@@ -53,7 +53,7 @@ def main() -> None:
     from asrtrain.distributed.base import Strategy
     from asrtrain.text.tokenizer import train_tokenizer, Tokenizer
     from asrtrain.train.batching import BatchSpec, learner_batches
-    from asrtrain.train.dataset import AsrDataset
+    from asrtrain.features.dataset import AsrDataset
     from asrtrain.train.job import prepare_job
     from asrtrain.train.loop import compute_loss, make_optimizer, run
     from asrtrain.model.blstm import build_model

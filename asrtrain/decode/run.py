@@ -75,7 +75,7 @@ def check_features(cfg: Config, data_dir: Path) -> None:
 @torch.no_grad()
 def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int):
     """Yield ``(utt, (T', V) numpy log-probs)`` in sorted utterance order, batched by length."""
-    from asrtrain.train.dataset import AsrDataset
+    from asrtrain.features.dataset import AsrDataset
 
     data = AsrDataset(data_dir, cfg.model.subsample, None, None)
     utts = sorted(data.lengths, key=lambda u: (data.lengths[u], u))
@@ -256,7 +256,7 @@ def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[P
     Kaldi's decoder when ``model.subsample`` > 1)."""
     import kaldiio
 
-    from asrtrain.train.hybrid import read_priors
+    from asrtrain.model.priors import read_priors
 
     cfg, model = load_model(exp_dir, checkpoint, device)
     check_features(cfg, data_dir)

@@ -97,7 +97,7 @@ def examples(batch: Any) -> Iterator[Any]:
     """The batch one utterance at a time, padding trimmed (an asrtrain Batch), or the rows of a tuple
     of tensors (tests)."""
     if hasattr(batch, "utts"):
-        from asrtrain.train.dataset import Batch
+        from asrtrain.features.dataset import Batch
         for i, utt in enumerate(batch.utts):
             t, s = int(batch.feat_lens[i]), int(batch.target_lens[i])
             yield Batch([utt], batch.feats[i:i + 1, :t], batch.feat_lens[i:i + 1],

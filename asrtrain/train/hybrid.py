@@ -12,7 +12,6 @@ from typing import Dict
 import numpy as np
 
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text
 
 
 def read_alignments(spec: str) -> Dict[str, np.ndarray]:
@@ -41,21 +40,7 @@ def count_targets(spec: str) -> int:
     return int(max(int(v.max()) for v in read_alignments(spec).values() if v.size)) + 1
 
 
-def priors_from(alignments: Dict[str, np.ndarray], num_targets: int) -> np.ndarray:
-    """Class priors counted from the alignments, floored so no class has log(0)."""
-    counts = np.zeros(num_targets, dtype=np.float64)
-    for v in alignments.values():
-        counts += np.bincount(v, minlength=num_targets)[:num_targets]
-    counts = np.maximum(counts, 1.0)
-    return counts / counts.sum()
-
-
 def write_priors(spec: str, num_targets: int, path: Path) -> None:
-    priors = priors_from(read_alignments(spec), num_targets)
-    atomic_write_text(path, " ".join(f"{p:.10g}" for p in priors) + "\n")
-
-
-def read_priors(path: Path) -> np.ndarray:
-    if not Path(path).is_file():
-        raise AsrError("priors not found", path, fix="train with --loss ce and --alignments first")
-    return np.asarray([float(x) for x in Path(path).read_text().split()], dtype=np.float64)
+    """Count the class priors of the alignments ``spec`` and write them where decoding reads them."""
+    from asrtrain.model.priors import priors_from, save_priors
+    save_priors(priors_from(read_alignments(spec), num_targets), path)

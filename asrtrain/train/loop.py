@@ -34,7 +34,7 @@ from asrtrain.errors import AsrError
 from asrtrain.model.blstm import BLSTM, build_model
 from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.batching import BatchSource, BatchSpec, batch_source, oversized
-from asrtrain.train.dataset import AsrDataset, Batch, prefetch
+from asrtrain.features.dataset import AsrDataset, Batch, prefetch
 from asrtrain.train.lr import lr_at
 from asrtrain.train.monitor import Monitor
 from asrtrain.train.specaug import spec_augment

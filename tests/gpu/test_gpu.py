@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def test_one_cuda_step_matches_the_cpu_step(tmp_path):
-    from asrtrain.train.dataset import AsrDataset
+    from asrtrain.features.dataset import AsrDataset
     from asrtrain.train.loop import compute_loss
     from asrtrain.model.blstm import build_model
 

@@ -10,7 +10,7 @@ from asrtrain.cli import cli
 from asrtrain.config import load_config
 from asrtrain.errors import AsrError
 from asrtrain.train.batching import BatchSpec, make_batches
-from asrtrain.train.dataset import AsrDataset
+from asrtrain.features.dataset import AsrDataset
 from test_loop_strategies import BASE, data  # noqa: F401 - the module-scoped feature fixture
 
 

@@ -86,7 +86,7 @@ def test_dynamic_balance_adpsgd_stops_mid_epoch_and_resumes_from_the_epoch_check
     from asrtrain.config import TrainConfig
     from asrtrain.distributed.base import Partition
     from asrtrain.train.batching import BatchSpec, learner_batches, make_batches
-    from asrtrain.train.dataset import AsrDataset
+    from asrtrain.features.dataset import AsrDataset
 
     tr, _, _ = data
     t = TrainConfig()
