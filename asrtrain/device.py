@@ -84,7 +84,8 @@ def autocast(device: torch.device, precision: str):
 def check_precision(precision: str, device: torch.device) -> None:
     if precision not in PRECISIONS:
         raise AsrError(f"train.precision = {precision!r} is not one of {', '.join(PRECISIONS)}")
-    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+    # Native bf16 only: torch's default also says yes where bf16 is emulated (a V100), slower than fp32.
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported(including_emulation=False):
         raise AsrError(f"train.precision = bf16 but {torch.cuda.get_device_name(device)} has no bf16 support",
                        fix="use train.precision=fp16 (with its gradient scaler) or fp32")
 

@@ -215,10 +215,15 @@ class DPStrategy(Strategy):
         acc = [torch.zeros_like(p) for p in params]
         loss_sum = torch.zeros((), dtype=torch.float64)
         count = 0
+        # Under fp16 each utterance's backward runs on its loss times the scaler's scale (a power of 2, so
+        # dividing it out again is exact), as a scaled backward of the whole batch would: fp16 activations'
+        # gradients that would underflow unscaled survive. An overflow makes that utterance's norm inf, the
+        # sum NaN and the step non-finite: the scaler skips it and lowers its scale.
+        s = None if scale is None else float(scale(torch.ones((), device=params[0].device)))
         for ex in examples(batch):
             loss, c = loss_fn(net, ex)
-            grads = torch.autograd.grad(loss, params, allow_unused=True)
-            grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+            grads = torch.autograd.grad(loss if s is None else loss * s, params, allow_unused=True)
+            grads = [torch.zeros_like(p) if g is None else g if s is None else g / s for p, g in zip(params, grads)]
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
             factor = float(clip_factor(norm, self.cfg.clip))
             self._clipped[0] += float(factor < 1.0)

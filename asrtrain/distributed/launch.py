@@ -106,6 +106,10 @@ def resolve_backend(backend: str, device: Optional[torch.device] = None, shared_
         return "nccl" if on_gpu and not shared_gpu else "gloo"
     if backend == "nccl" and not torch.cuda.is_available():
         raise AsrError("dist.backend = nccl but CUDA is not available", fix="use dist.backend=gloo or auto")
+    if backend == "nccl" and shared_gpu:
+        raise AsrError("dist.backend = nccl but the learners of a node share one GPU (--device cuda:N), "
+                       "and NCCL refuses two ranks on one device",
+                       fix="use dist.backend=auto (gloo then) or one GPU per learner (--device cuda)")
     if backend == "nccl" and not on_gpu:
         raise AsrError("dist.backend = nccl but the learners compute on the CPU",
                        fix="use --device cuda, or dist.backend=gloo")
@@ -261,7 +265,9 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
     torch.set_num_threads(max(1, threads))
     try:
         device = resolve_device(device_spec)
-        backend = resolve_backend(backend, device, shares_gpu(device_spec) and world_size > 1)
+        # Learners share a GPU when this node runs several of them on one cuda:N (one per node does not).
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+        backend = resolve_backend(backend, device, shares_gpu(device_spec) and local > 1)
     except AsrError as err:
         if in_process:
             raise

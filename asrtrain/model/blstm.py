@@ -6,6 +6,8 @@ Shapes: input ``(N, T, D)`` features, lengths ``(N,)``; output ``(N, T', V)`` lo
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -33,6 +35,17 @@ def stack_frames(x: torch.Tensor, lengths: torch.Tensor, stack: int, subsample: 
     out = frames[:, ::subsample]
     out_lengths = torch.div(lengths + subsample - 1, subsample, rounding_mode="floor")
     return out.contiguous(), out_lengths
+
+
+def rnn_outside_autocast(x: torch.Tensor) -> bool:
+    """True under a bf16 autocast on CUDA: there the LSTMs must run outside autocast, in fp32.
+
+    torch's autocast wrapper for cuDNN RNNs (aten/src/ATen/cudnn/AutocastRNN.cpp) casts input and weights
+    to fp16 whatever dtype autocast was asked for, so under bf16 the LSTMs would run in fp16 with no
+    gradient scaler (bf16 gets none) and small gradients would underflow unseen. fp16 keeps autocast's
+    fp16 LSTMs: its scaler protects them. On the CPU autocast runs the LSTMs in the asked dtype."""
+    return (x.is_cuda and torch.is_autocast_enabled("cuda")
+            and torch.get_autocast_dtype("cuda") == torch.bfloat16)
 
 
 class BLSTM(nn.Module):
@@ -71,9 +84,12 @@ class BLSTM(nn.Module):
         """``x`` (N, T, D), ``lengths`` (N,) -> log-probs (N, T', V), lengths (N,)."""
         h, lengths = stack_frames(x, lengths, self.cfg.stack, self.cfg.subsample)
         cpu_lengths = lengths.cpu()
+        fp32_rnn = rnn_outside_autocast(h)
         for layer in self.layers:
-            packed = pack_padded_sequence(h, cpu_lengths, batch_first=True, enforce_sorted=False)
-            out, _ = layer(packed)
+            packed = pack_padded_sequence(h.float() if fp32_rnn else h, cpu_lengths, batch_first=True,
+                                          enforce_sorted=False)
+            with torch.autocast("cuda", enabled=False) if fp32_rnn else contextlib.nullcontext():
+                out, _ = layer(packed)
             h, _ = pad_packed_sequence(out, batch_first=True, total_length=h.shape[1])
             h = self.dropout(h)
         return F.log_softmax(self.head(h), dim=-1), lengths

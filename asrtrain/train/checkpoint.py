@@ -54,7 +54,8 @@ def set_rng_state(state: Dict[str, Any], device: Optional[torch.device] = None) 
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     name, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    # The checkpoint may have been loaded with map_location onto a GPU: numpy needs host memory.
+    np.random.set_state((name, keys.cpu().numpy().astype(np.uint32), pos, has_gauss, cached))
     set_device_rng_state(state, device or torch.device("cpu"))
 
 

@@ -194,6 +194,28 @@ def test_fp16_scale_multiplies_the_private_gradient_and_wrap_is_the_bare_model()
     assert dp_ssgd.wrap(model) is model  # never DDP: per-utterance passes must not all-reduce
 
 
+def test_fp16_per_example_backward_runs_on_the_scaled_loss():
+    """An fp16 gradient that underflows unscaled survives the per-utterance backward under the scaler's
+    scale (as in a scaled backward of the whole batch); the scale is divided out before clipping."""
+    class Half(torch.nn.Module):  # a weight whose gradient passes through fp16 activations
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(1))
+
+    def loss_fn(net, ex):
+        x, _ = ex
+        act = (net.w * x).half()  # 1e-3 in fp16; its gradient 2e-9 is below fp16's smallest subnormal
+        return (act.float() ** 2).sum() * 1e-6, 1
+
+    x = torch.full((3, 1), 1e-3)
+    for scale, survives in ((None, False), (lambda t: t * 2.0 ** 16, True)):
+        s, _ = dp_strategy(clip=1.0, sigma=1e-20)  # noise far below the 6e-12 gradient
+        net = Half()
+        s.compute_gradients(net, (x, torch.zeros(3, 1)), loss_fn, 0, scale=scale)
+        g = float(net.w.grad) / (2.0 ** 16 if scale else 1.0)
+        assert (abs(g - 6e-12) < 1e-13) if survives else abs(g) < 1e-18, g  # the true gradient, or noise
+
+
 def test_noise_to_signal_is_reported_and_a_hopeless_run_warned(caplog):
     """sigma C sqrt(d M) / normaliser per step, over sqrt(T) for the run; above 1 a warning names the
     knobs. Sigma 1, 5 utterances a step, 100 steps: 1,000 parameters give 6.3 per step and 0.63 over

@@ -54,6 +54,25 @@ def test_one_cuda_step_matches_the_cpu_step(tmp_path):
         torch.testing.assert_close(out["cuda"][1][k], v, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("precision,lstm_dtype", [("bf16", torch.float32), ("fp16", torch.float16)])
+def test_lstms_never_run_in_fp16_without_a_scaler(precision, lstm_dtype):
+    """torch's cuDNN-RNN autocast casts to fp16 whatever the autocast dtype; under bf16 (no gradient
+    scaler) our LSTMs therefore run outside autocast in fp32, while the head still runs in bf16."""
+    from asrtrain.device import autocast
+    from asrtrain.model.blstm import build_model
+
+    cfg = ModelConfig(input_dim=13, num_targets=20, num_layers=1, hidden=16, subsample=1, dropout=0.0)
+    model = build_model(cfg).cuda()
+    seen = {}
+    model.layers[0].register_forward_hook(lambda m, i, o: seen.setdefault("lstm", o[0].data.dtype))
+    model.head.register_forward_hook(lambda m, i, o: seen.setdefault("head", o.dtype))
+    x, lens = torch.randn(2, 7, 13, device="cuda"), torch.tensor([7, 5])
+    with autocast(torch.device("cuda"), precision):
+        model(x, lens)
+    assert seen["lstm"] == lstm_dtype
+    assert seen["head"] == (torch.bfloat16 if precision == "bf16" else torch.float16)
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_mixed_precision_learns_on_cuda(data, tmp_path, precision):
     exp = tmp_path / precision

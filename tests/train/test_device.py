@@ -47,6 +47,43 @@ def test_backend_follows_the_device():
         resolve_backend("nccl", torch.device("cpu"))
 
 
+def test_nccl_for_learners_sharing_one_gpu_is_refused_in_one_line(monkeypatch):
+    from asrtrain.distributed.launch import resolve_backend
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    gpu = torch.device("cuda", 0)  # a device object only: nothing runs on it
+    assert resolve_backend("auto", gpu, shared_gpu=True) == "gloo"
+    assert resolve_backend("auto", gpu, shared_gpu=False) == "nccl"
+    with pytest.raises(AsrError, match="share one GPU"):
+        resolve_backend("nccl", gpu, shared_gpu=True)
+
+
+def test_numpy_rng_state_restores_from_a_checkpoint_mapped_onto_a_gpu():
+    """--resume loads a checkpoint with map_location=the learner's device, so on a GPU every tensor in it,
+    numpy's generator state included, arrives in device memory, where .numpy() raises. Stand-in: a tensor
+    that refuses .numpy() as a CUDA tensor does until it is copied to the host."""
+    import numpy as np
+
+    from asrtrain.train.checkpoint import rng_state, set_rng_state
+
+    class OnGpu:
+        def __init__(self, t):
+            self.t = t
+
+        def numpy(self):
+            raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu()")
+
+        def cpu(self):
+            return self.t
+
+    np.random.seed(3)
+    state = rng_state()
+    want = np.random.rand(4)
+    state["numpy"][1] = OnGpu(state["numpy"][1])
+    np.random.seed(99)
+    set_rng_state(state)
+    assert np.array_equal(np.random.rand(4), want)
+
+
 def test_threads_come_from_the_learners_on_this_node(monkeypatch):
     from asrtrain.train.loop import threads_for
 
