@@ -233,13 +233,17 @@ class Gossip:
     def _snapshot(self):
         """``([x + D, REQUEST] (P+1,) in the message dtype, step)``, taken under the lock."""
         msg = self._message()
-        with self.locked():
-            self.weights.claim()
-            step = self.steps
-        self.weights.wait_claimed()  # a GPU snapshot's copy to the host, without holding the lock
-        with self.locked():
-            self.weights.snapshot_into(msg[:-1])
-            return msg, step
+        while True:
+            with self.locked():
+                self.weights.claim()
+                step, folds = self.steps, self._folds
+            self.weights.wait_claimed()  # a GPU snapshot's copy to the host, without holding the lock
+            with self.locked():
+                # A fold in between moved D into the parameters after the claimed copy was taken, and
+                # zeroed D: that copy + D would leave the folded averaging out. Claim the newer one.
+                if self._folds == folds:
+                    self.weights.snapshot_into(msg[:-1])
+                    return msg, step
 
     def _write_back(self, mine: torch.Tensor, theirs: torch.Tensor, snap_step: int) -> None:
         # (theirs - mine) / 2 here is the exact negative of the partner's increment: the pair's sum is kept.

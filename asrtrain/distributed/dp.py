@@ -213,8 +213,10 @@ class DPStrategy(Strategy):
             raise AsrError("DPStrategy.plan was not called before the first step")
         params = [p for p in net.parameters() if p.requires_grad]
         acc = [torch.zeros_like(p) for p in params]
-        loss_sum = torch.zeros((), dtype=torch.float64)
-        count = 0
+        # Sums stay on the device: no host sync per utterance (the loop reads the loss once per step).
+        loss_sum = torch.zeros((), dtype=torch.float64, device=params[0].device)
+        clipped = torch.zeros((), device=params[0].device)
+        count = seen = 0
         # Under fp16 each utterance's backward runs on its loss times the scaler's scale (a power of 2, so
         # dividing it out again is exact), as a scaled backward of the whole batch would: fp16 activations'
         # gradients that would underflow unscaled survive. An overflow makes that utterance's norm inf, the
@@ -225,13 +227,15 @@ class DPStrategy(Strategy):
             grads = torch.autograd.grad(loss if s is None else loss * s, params, allow_unused=True)
             grads = [torch.zeros_like(p) if g is None else g if s is None else g / s for p, g in zip(params, grads)]
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-            factor = float(clip_factor(norm, self.cfg.clip))
-            self._clipped[0] += float(factor < 1.0)
-            self._clipped[1] += 1
+            factor = clip_factor(norm, self.cfg.clip)
+            clipped += factor < 1.0
             for a, g in zip(acc, grads):
-                a.add_(g, alpha=factor)
-            loss_sum += float(loss.detach())
+                a.add_(g * factor)
+            loss_sum += loss.detach().double()
             count += c
+            seen += 1
+        self._clipped[0] += clipped
+        self._clipped[1] += seen
         self.add_noise(acc, self.steps)
         for p, a in zip(params, acc):
             a.div_(self.normaliser)
@@ -323,7 +327,7 @@ class DPStrategy(Strategy):
         out = dict(self.inner.metrics())
         out["dp_epsilon"] = self.epsilon()
         if self._clipped[1]:
-            out["dp_clipped_frac"] = self._clipped[0] / self._clipped[1]
+            out["dp_clipped_frac"] = float(self._clipped[0]) / self._clipped[1]
         self._clipped = [0.0, 0.0]
         return out
 

@@ -153,6 +153,7 @@ def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, sour
         lr = lr_at(source.schedule_step(state.step), cfg.train, total_steps)
         set_lr(optimizer, lr)
         strategy.before_step(state.step)
+        count_here = batch_count(batch, cfg.model.loss)  # from the host batch: no wait on the copy below
         batch = batch.to(learner.device)
         gen.manual_seed(cfg.train.seed * 7919 + state.step * 31 + strategy.rank)
         feats = spec_augment(batch.feats, batch.feat_lens, cfg.specaug, gen)
@@ -160,7 +161,7 @@ def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, sour
         loss, count = strategy.compute_gradients(
             learner.net, Batch(batch.utts, feats, batch.feat_lens, batch.targets, batch.target_lens),
             lambda net, b: compute_loss(net, b, cfg.model.loss, learner.precision),
-            batch_count(batch, cfg.model.loss), learner.scaler.scale if learner.scaler is not None else None)
+            count_here, learner.scaler.scale if learner.scaler is not None else None)
         strategy.reduce_gradients()
         loss_value = step_or_skip(learner, strategy, loss, cfg.train, state.step)
         strategy.after_step(state.step)

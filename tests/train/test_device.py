@@ -298,6 +298,33 @@ def test_staged_snapshots_never_overwrite_the_claimed_buffer():
     assert torch.equal(out, torch.full((4,), 2.0))
 
 
+def test_a_fold_between_claim_and_read_is_not_left_out_of_the_snapshot(monkeypatch):
+    """The gossip thread claims a staged copy, waits for it without the lock, then reads copy + D. A fold
+    in that gap moves D into the weights after the copy was taken and zeroes D: the thread must read
+    a copy taken after the fold, so the pair still averages x + D (what the learner holds)."""
+    from asrtrain.distributed import comm, weights
+
+    monkeypatch.setattr(comm, "make_weights", weights.DeviceWeights)  # the GPU path's staging, on the CPU
+    p = torch.nn.Parameter(torch.ones(4))
+    g = comm.Gossip([p], [0, 1], 0, None)
+    g.stage()
+    with g.locked():
+        g.weights.delta += 0.5  # an averaging that landed and is not folded yet
+        g._pending = True
+    wait = g.weights.wait_claimed
+    folds = []
+
+    def wait_then_fold():  # the main thread reaches a step boundary while the thread waits
+        wait()
+        if not folds:
+            folds.append(g.fold())
+
+    monkeypatch.setattr(g.weights, "wait_claimed", wait_then_fold)
+    msg, _ = g._snapshot()
+    assert folds == [True] and torch.equal(p.detach(), torch.full((4,), 1.5))
+    assert torch.equal(msg[:-1], torch.full((4,), 1.5))
+
+
 def _listening_addresses(port: int):
     """Local addresses with a listening TCP socket on ``port`` (from /proc/net/tcp and tcp6)."""
     found = []
