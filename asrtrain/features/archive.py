@@ -32,7 +32,6 @@ import logging
 import os
 import queue as queue_mod
 import shutil
-import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from asrtrain.data.validate import find_problems
 from asrtrain.data.table import read_table
 from asrtrain.data.audio import Where, read_recording, resample_to, segment_bounds, speed_perturb
 from asrtrain.errors import AsrError
+from asrtrain.progress import Progress
 from asrtrain.features import cmvn
 from asrtrain.features.fbank import fbank
 from asrtrain.io import atomic_write_text, recover_dir, reporting_no_space, staging_dir, swap_dir
@@ -185,31 +185,7 @@ def _worker(job: _Job, q) -> None:
         q.put(("crash", job.index, traceback.format_exc()))
 
 
-class _Progress:
-    """tqdm on a terminal; otherwise a log line at most every 30 s."""
-
-    def __init__(self, total: int, desc: str):
-        self.total, self.done, self.desc = total, 0, desc
-        self.last = time.monotonic()
-        self.bar = None
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, desc=desc, unit="utt")
-
-    def update(self, n: int) -> None:
-        self.done += n
-        if self.bar is not None:
-            self.bar.update(n)
-        elif time.monotonic() - self.last > 30:
-            self.last = time.monotonic()
-            log.info("%s: %d/%d utterances", self.desc, self.done, self.total)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _run_jobs(jobs: List[_Job], progress: _Progress) -> List[Dict]:
+def _run_jobs(jobs: List[_Job], progress: Progress) -> List[Dict]:
     if len(jobs) == 1:
         return [_run_job(jobs[0], progress.update)]
     import multiprocessing as mp
@@ -375,7 +351,7 @@ def compute_features(data_dir: PathLike, out_dir: PathLike, conf: FeatureConfig,
     try:
         jobs = _jobs(data, utts, work, out, nj, conf, skip_bad)
         log.info("features %s -> %s: %d utterances in %d job(s)", data_dir, out, len(utts), len(jobs))
-        progress = _Progress(len(utts), "fbank")
+        progress = Progress(len(utts), "fbank", log, every_frac=1.0)
         try:
             results = _run_jobs(jobs, progress) if utts else []
         finally:

@@ -28,7 +28,6 @@ import math
 import multiprocessing
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from asrtrain.corpora.synth.espeak import (Espeak, check_voice, list_languages, 
                                            loader_paths)
 from asrtrain.data.table import spk2utt_from_utt2spk, write_table
 from asrtrain.errors import AsrError
+from asrtrain.progress import Progress
 from asrtrain.io import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -263,30 +263,6 @@ class _Pool:
             self.pool.join()
 
 
-class _Progress:
-    """tqdm on a terminal; otherwise a log line about every 10% (batch logs stay short)."""
-
-    def __init__(self, total: int):
-        self.total, self.n, self.next = max(total, 1), 0, 0.1
-        self.bar = None
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, unit="utt", desc="synth", dynamic_ncols=True)
-
-    def update(self, k: int) -> None:
-        self.n += k
-        if self.bar is not None:
-            self.bar.update(k)
-        elif self.n / self.total >= self.next:
-            log.info("synthesised %d utterances (%d%% of the estimate)", self.n,
-                     min(100, round(100 * self.n / self.total)))
-            self.next += 0.1
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def prepare_synth(out_dir, hours: float = 1.0, seed: int = 1, dev_utts: int = 200,
                   test_utts: int = 400, nj: int = 1) -> dict:
     """Synthesise the corpus into Kaldi data dirs ``out_dir/{train,dev,test}``.
@@ -330,7 +306,8 @@ def prepare_synth(out_dir, hours: float = 1.0, seed: int = 1, dev_utts: int = 20
            for i in range(dev_utts)]
     held_out = {u.text for u in test} | {u.text for u in dev}
     mean_s = 3.3  # first guess of seconds per utterance; refined from what we render
-    progress = _Progress(test_utts + dev_utts + int(hours * 3600 / mean_s))
+    progress = Progress(test_utts + dev_utts + int(hours * 3600 / mean_s), "synth", log,
+                        every_s=float("inf"))
     pool = _Pool(nj, progress)
     try:
         sizes = {"test": pool.render(test), "dev": pool.render(dev)}
