@@ -39,6 +39,9 @@ def read_sphere_header(path: Path) -> Dict[str, str]:
     if header is None:
         raise AsrError("not a NIST SPHERE file (no NIST_1A header)", path,
                        fix="LDC .sph audio is expected here; re-copy the file from the corpus media")
+    if not header:
+        raise AsrError("unreadable NIST SPHERE header (its size line is not a number)", path,
+                       fix="the file is damaged; re-copy it from the corpus media")
     return header
 
 

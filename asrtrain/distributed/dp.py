@@ -217,15 +217,17 @@ class DPStrategy(Strategy):
         loss_sum = torch.zeros((), dtype=torch.float64, device=params[0].device)
         clipped = torch.zeros((), device=params[0].device)
         count = seen = 0
-        # Under fp16 each utterance's backward runs on its loss times the scaler's scale (a power of 2, so
-        # dividing it out again is exact), as a scaled backward of the whole batch would: fp16 activations'
-        # gradients that would underflow unscaled survive. An overflow makes that utterance's norm inf, the
-        # sum NaN and the step non-finite: the scaler skips it and lowers its scale.
+        # Under fp16 each utterance's backward runs on its loss per token times the scaler's scale, the
+        # magnitude of the non-private path's scaled backward (summed loss / count x scale), and the factor
+        # is divided out again: fp16 activations' gradients that would underflow unscaled survive. An
+        # overflow makes that utterance's norm inf, the sum NaN and the step non-finite: the scaler skips
+        # it and lowers its scale (the accountant still counts the step: safe, if wasteful).
         s = None if scale is None else float(scale(torch.ones((), device=params[0].device)))
         for ex in examples(batch):
             loss, c = loss_fn(net, ex)
-            grads = torch.autograd.grad(loss if s is None else loss * s, params, allow_unused=True)
-            grads = [torch.zeros_like(p) if g is None else g if s is None else g / s for p, g in zip(params, grads)]
+            k = None if s is None else s / max(1, c)
+            grads = torch.autograd.grad(loss if k is None else loss * k, params, allow_unused=True)
+            grads = [torch.zeros_like(p) if g is None else g if k is None else g / k for p, g in zip(params, grads)]
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
             factor = clip_factor(norm, self.cfg.clip)
             clipped += factor < 1.0

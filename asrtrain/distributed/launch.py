@@ -82,7 +82,9 @@ def writes_job_files() -> bool:
     """Whether this process writes the exp dir's job files (config.yaml, tokenizer.model, --restart's
     removals): always outside a launched group; under torchrun/srun only each node's LOCAL_RANK 0, so the
     processes of a node do not race over one directory, and a node without a shared file system still
-    gets its own copy. The rendezvous orders it: no learner starts before every process has joined."""
+    gets the config and tokenizer it trains with (``--resume`` needs a shared one: only rank 0 marks the
+    latest checkpoint, and a learner that finds none is refused). The rendezvous orders it: no learner
+    starts before every process has joined."""
     return not in_launched_group() or os.environ.get("LOCAL_RANK", "0") == "0"
 
 

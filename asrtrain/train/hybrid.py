@@ -35,12 +35,6 @@ def read_alignments(spec: str) -> Dict[str, np.ndarray]:
     return out
 
 
-def count_targets(spec: str) -> int:
+def targets_in(alignments: Dict[str, np.ndarray]) -> int:
     """Number of output classes: the largest pdf id in the alignments plus one."""
-    return int(max(int(v.max()) for v in read_alignments(spec).values() if v.size)) + 1
-
-
-def write_priors(spec: str, num_targets: int, path: Path) -> None:
-    """Count the class priors of the alignments ``spec`` and write them where decoding reads them."""
-    from asrtrain.model.priors import priors_from, save_priors
-    save_priors(priors_from(read_alignments(spec), num_targets), path)
+    return int(max(int(v.max()) for v in alignments.values() if v.size)) + 1

@@ -7,11 +7,13 @@ import logging
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Tuple
+
+import numpy as np
 
 from asrtrain.config import Config, load_config, read_yaml_mapping, save_config, to_dict
 from asrtrain.configcheck import check_train_settings
-from asrtrain.distributed.launch import launched_learners, writes_job_files
+from asrtrain.distributed.launch import in_launched_group, launched_learners, writes_job_files
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_copy
 from asrtrain.train.loop import TrainJob
@@ -19,12 +21,15 @@ from asrtrain.train.loop import TrainJob
 log = logging.getLogger("asrtrain.train")
 
 
-def resolve_config(cfg: Config, train_dir: Path, tokenizer: Optional[Path], alignments: Optional[str]) -> Config:
-    """Fill what the data decides: the feature dim and the number of output targets."""
+def resolve_config(cfg: Config, train_dir: Path, tokenizer: Optional[Path], alignments: Optional[str]
+                   ) -> Tuple[Config, Optional[np.ndarray]]:
+    """Fill what the data decides: the feature dim and the number of output targets. Returns the config
+    and, for CE training, the class priors of the alignments (None for CTC)."""
     from asrtrain.features.reader import FeatureReader
 
     reader = FeatureReader(train_dir)
     dim = reader.dim
+    priors = None
     if cfg.model.loss == "ctc":
         if tokenizer is None:
             raise AsrError("CTC training needs --tokenizer", fix="train one with asrtrain tokenizer train")
@@ -33,13 +38,16 @@ def resolve_config(cfg: Config, train_dir: Path, tokenizer: Optional[Path], alig
     else:
         if alignments is None:
             raise AsrError("--loss ce (model.loss=ce) needs --alignments (Kaldi ali-to-pdf output)")
-        from asrtrain.train.hybrid import count_targets
-        targets = count_targets(alignments)
+        from asrtrain.model.priors import priors_from
+        from asrtrain.train.hybrid import read_alignments, targets_in
+        ali = read_alignments(alignments)  # once: the target count and the priors both come from it
+        targets = targets_in(ali)
+        priors = priors_from(ali, targets)
     if cfg.model.input_dim and cfg.model.input_dim != dim:
         raise AsrError(f"model.input_dim={cfg.model.input_dim} but {train_dir} has {dim}-dim features",
                        fix="drop model.input_dim from the config (it is derived)")
     # The features are what the train dir was computed with: record them, so decoding can check its input.
-    return replace(cfg, features=reader.config, model=replace(cfg.model, input_dim=dim, num_targets=targets))
+    return replace(cfg, features=reader.config, model=replace(cfg.model, input_dim=dim, num_targets=targets)), priors
 
 
 # Keys that may change between a run and its resumption: where and how fast it computes, not what.
@@ -68,8 +76,8 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
     exp_dir = Path(exp_dir)
     if resume and restart:
         raise AsrError("--resume and --restart contradict each other", fix="give one of them")
-    cfg = resolve_config(load_config(config, overrides, extra=extra_configs), Path(train_dir), tokenizer,
-                         alignments)
+    cfg, priors = resolve_config(load_config(config, overrides, extra=extra_configs), Path(train_dir),
+                                 tokenizer, alignments)
     check_train_settings(config, overrides, extra_configs, cfg, Path(train_dir))
     # Under torchrun/srun the job has WORLD_SIZE learners whatever dist.learners said: config.yaml records
     # the layout that ran, and the layout checks (odd rings, uneven groups) run before any learner starts.
@@ -86,6 +94,8 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
         log.info("--restart: removed the earlier run's checkpoints in %s", exp_dir)
     if resume and stored.is_file():
         old = read_yaml_mapping(stored)
+        if (old.get("dist") or {}).get("learners") == 1 and cfg.dist.learners > 1 and in_launched_group():
+            old["dist"]["learners"] = cfg.dist.learners  # written under torchrun before it recorded WORLD_SIZE
         diff = config_diff(old, to_dict(cfg))
         if diff:
             raise AsrError(f"--resume with a different config ({', '.join(diff)})", stored,
@@ -99,8 +109,8 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
         if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
             atomic_copy(tokenizer, exp_dir / "tokenizer.model")
     if cfg.model.loss == "ce" and writer:
-        from asrtrain.train.hybrid import write_priors
-        write_priors(alignments, cfg.model.num_targets, exp_dir / "priors.txt")
+        from asrtrain.model.priors import save_priors
+        save_priors(priors, exp_dir / "priors.txt")
     return TrainJob(cfg=cfg, train_dir=Path(train_dir), dev_dir=Path(dev_dir) if dev_dir else None, exp_dir=exp_dir,
                     tokenizer=exp_dir / "tokenizer.model" if tokenizer else None, alignments=alignments,
                     resume=resume, stop_after_steps=stop_after_steps)

@@ -283,6 +283,21 @@ def save_checkpoint(learner: Learner, strategy: Strategy, state: LearnerState, j
         log.info("checkpoint %s (step %d)", tag, state.step)
 
 
+def check_resumed_together(strategy: Strategy, state: LearnerState, exp_dir: Path) -> None:
+    """--resume: every learner found a checkpoint of the same epoch, or none did. A learner that found
+    none (a node that does not see rank 0's checkpoint files: no shared file system) would start at
+    step 0 while the others continue, and the job would hang or train wrong; refuse it in one line."""
+    if strategy.world_size == 1:
+        return
+    found = float(state.step > 0 or state.epoch > 0)
+    tot = strategy.all_reduce_sum(torch.tensor([found, state.epoch, state.epoch ** 2], dtype=torch.float64))
+    n = strategy.world_size
+    if float(tot[0]) not in (0.0, float(n)) or n * float(tot[2]) != float(tot[1]) ** 2:
+        raise AsrError(f"--resume: the learners found different checkpoints ({int(tot[0])} of {n} found one; "
+                       "a node that cannot see rank 0's checkpoint files starts over)", ckpt.ckpt_dir(exp_dir),
+                       fix="resume with the exp dir on a file system every node shares")
+
+
 def load_checkpoint(learner: Learner, strategy: Strategy, job: TrainJob) -> LearnerState:
     """The learner's state from the exp dir's latest checkpoint, tensors mapped to its device."""
     tag = ckpt.latest_tag(job.exp_dir)
@@ -371,6 +386,8 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     if not job.resume or state.step == 0:
         seed_everything(cfg.train.seed + 1000 * rank)  # ... then each learner its own dropout stream
     strategy.setup(model, optimizer)
+    if job.resume:
+        check_resumed_together(strategy, state, job.exp_dir)
     learner.net = strategy.wrap(model)
 
     part = strategy.partition()

@@ -173,3 +173,27 @@ def test_under_a_launcher_only_local_rank_0_writes_the_job_files(task, tmp_path,
     assert (exp / "tokenizer.model").is_file()
     with pytest.raises(AsrError, match="WORLD_SIZE=2"):
         prepare("dist.learners=3")
+
+
+def test_resume_refuses_learners_that_found_different_checkpoints():
+    """A node that cannot see rank 0's checkpoint files (no shared file system) finds none and would start
+    over while the others continue: every learner is refused in one line instead."""
+    from asrtrain.errors import AsrError
+    from asrtrain.train.loop import LearnerState, check_resumed_together
+
+    class TwoLearners:  # this learner plus one other, whose (found, epoch, epoch^2) is ``other``
+        world_size = 2
+
+        def __init__(self, other):
+            self.other = torch.tensor(other, dtype=torch.float64)
+
+        def all_reduce_sum(self, v):
+            return v + self.other
+
+    resumed = LearnerState(step=300, epoch=3)
+    check_resumed_together(TwoLearners([1, 3, 9]), resumed, Path("exp"))  # both at epoch 3
+    check_resumed_together(TwoLearners([0, 0, 0]), LearnerState(), Path("exp"))  # neither found one
+    with pytest.raises(AsrError, match="found different checkpoints"):
+        check_resumed_together(TwoLearners([0, 0, 0]), resumed, Path("exp"))
+    with pytest.raises(AsrError, match="found different checkpoints"):
+        check_resumed_together(TwoLearners([1, 2, 4]), resumed, Path("exp"))
