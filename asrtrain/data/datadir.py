@@ -105,7 +105,7 @@ class DataDir:
                        reco2file_and_channel=pick(self.reco2file_and_channel, recs),
                        feats_scp=pick(self.feats_scp, keep), utt2num_frames=pick(self.utt2num_frames, keep),
                        cmvn_scp=pick(self.cmvn_scp, spks),
-                       extra={n: pick(t, {"utt": keep, "spk": spks, "rec": recs}[_extra_kind(n)])
+                       extra={n: pick(t, {"utt": keep, "spk": spks, "rec": recs}[extra_kind(n)])
                               for n, t in self.extra.items()})
 
 
@@ -175,7 +175,7 @@ def _parse(name: str, rest: str):
     return rest
 
 
-def _load(path: Path) -> Tuple[Dict[str, dict], Dict[str, Dict[str, int]], List[Problem]]:
+def load_tables(path: Path) -> Tuple[Dict[str, dict], Dict[str, Dict[str, int]], List[Problem]]:
     """Read every known file: (name -> {key: parsed}, name -> {key: line}, problems).
 
     Duplicates keep the first record; malformed records are left out; both are reported as problems.
@@ -223,7 +223,8 @@ def _load(path: Path) -> Tuple[Dict[str, dict], Dict[str, Dict[str, int]], List[
     return tables, lines, problems
 
 
-def _datadir(path: Path, tables: Dict[str, dict], lines) -> DataDir:
+def build_datadir(path: Path, tables: Dict[str, dict], lines) -> DataDir:
+    """The DataDir of tables read by :func:`load_tables` (no checks: :mod:`asrtrain.data.validate` does them)."""
     return DataDir(utt2spk=tables.get("utt2spk", {}), wav_scp=tables.get("wav.scp", {}),
                    text=tables.get("text"), segments=tables.get("segments"),
                    reco2file_and_channel=tables.get("reco2file_and_channel"),
@@ -231,7 +232,9 @@ def _datadir(path: Path, tables: Dict[str, dict], lines) -> DataDir:
                    cmvn_scp=tables.get("cmvn.scp"), extra=_read_extra(path), path=path, lines=lines)
 
 
-def _extra_kind(name: str) -> Optional[str]:
+def extra_kind(name: str) -> Optional[str]:
+    """What a per-id file we do not know is keyed by (``utt``, ``spk`` or ``rec``), from its name; None
+    for the files Kaldi defines."""
     if name in ALL_FILES:
         return None
     return next((kind for prefix, kind in EXTRA_KINDS if name.startswith(prefix)), None)
@@ -240,7 +243,7 @@ def _extra_kind(name: str) -> Optional[str]:
 def _read_extra(path: Path) -> Dict[str, Dict[str, str]]:
     out = {}
     for f in sorted(path.iterdir()):
-        if f.is_file() and _extra_kind(f.name):
+        if f.is_file() and extra_kind(f.name):
             try:
                 rows = read_table_lines(f)
             except AsrError as err:
@@ -259,12 +262,12 @@ def read_datadir(path: PathLike, validate: bool = True, audio: bool = False) -> 
     if not path.is_dir():
         raise AsrError("data dir not found", path, fix="check the path")
     if validate:
-        from asrtrain.data.validate import _first_error, find_problems
+        from asrtrain.data.validate import first_error, find_problems
         problems = find_problems(path, audio=audio)
         if problems:
-            raise _first_error(problems)
-    tables, lines, _ = _load(path)
-    return _datadir(path, tables, lines)
+            raise first_error(problems)
+    tables, lines, _ = load_tables(path)
+    return build_datadir(path, tables, lines)
 
 
 def write_datadir(data: DataDir, path: PathLike) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
 
 from asrtrain.data.audio import is_pipe
-from asrtrain.data.datadir import DataDir, PathLike, Segment, _extra_kind, read_datadir, write_datadir
+from asrtrain.data.datadir import DataDir, PathLike, Segment, extra_kind, read_datadir, write_datadir
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ def perturb_copy(data: DataDir, factor: float, always_prefix: bool = False, sox:
     for name, table in data.extra.items():
         if name in _DROPPED or name == SPEED_TABLE:
             continue
-        kind = _extra_kind(name)
+        kind = extra_kind(name)
         keymap = {"utt": utt, "rec": rec, "spk": None}[kind]
         if keymap is None:
             new = {pre + k: v for k, v in table.items()}

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from asrtrain.data.audio import MAX_OVERSHOOT_S, audio_duration, is_pipe
-from asrtrain.data.datadir import (ALL_FILES, FIX, UTT_FILES, DataDir, PathLike, Problem, _datadir, _load,
-                                   read_datadir, write_datadir)
+from asrtrain.data.datadir import (ALL_FILES, FIX, UTT_FILES, DataDir, PathLike, Problem, build_datadir,
+                                   load_tables, read_datadir, write_datadir)
 from asrtrain.data.table import read_table_lines, spk2utt_from_utt2spk
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_write_text
@@ -31,7 +31,7 @@ def find_problems(path: PathLike, audio: bool = True) -> List[Problem]:
     (durations from soundfile headers; pipes are not run).
     """
     path = Path(path)
-    tables, lines, problems = _load(path)
+    tables, lines, problems = load_tables(path)
     for required in ("utt2spk", "spk2utt"):
         if required not in tables and not any(p.path == str(path / required) for p in problems):
             problems.append(Problem(str(path / required), None, f"missing {required}",
@@ -146,7 +146,7 @@ def _speeds(path: Path, problems: List[Problem]) -> Dict[str, float]:
     return out
 
 
-def _first_error(problems: Sequence[Problem]) -> AsrError:
+def first_error(problems: Sequence[Problem]) -> AsrError:
     for p in problems[1:]:
         log.warning("%s", p)
     err = problems[0].error()
@@ -166,7 +166,7 @@ def validate(path: PathLike, audio: bool = True) -> DataDir:
         raise AsrError("data dir not found", path, fix="check the path")
     problems = find_problems(path, audio=audio)
     if problems:
-        raise _first_error(problems)
+        raise first_error(problems)
     data = read_datadir(path, validate=False)
     log.info("%s: valid data dir, %d utterances, %d speakers, %d recordings", path, len(data.utt2spk),
              len(data.spk2utt), len(data.wav_scp))
@@ -200,14 +200,14 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
     for p in problems:
         if "UTF-8" in p.message:
             raise p.error()
-    tables, lines, _ = _load(path)
+    tables, lines, _ = load_tables(path)
     if "utt2spk" not in tables:
         raise AsrError("missing utt2spk: nothing to fix from", path / "utt2spk",
                        fix="write utt2spk (<utt-id> <spk-id>)")
     if "wav.scp" not in tables and "feats.scp" not in tables:
         raise AsrError("missing wav.scp (and no feats.scp): no utterance has audio or features to keep",
                        path / "wav.scp", fix="write wav.scp (<rec-id> <audio file or command |>)")
-    data = _datadir(path, tables, lines)
+    data = build_datadir(path, tables, lines)
     all_utts = set().union(*(tables[n].keys() for n in UTT_FILES if n in tables),
                            *(p.utts for p in problems))
     bad: Dict[str, str] = {}
