@@ -66,13 +66,14 @@ def in_launched_group() -> bool:
     return all(k in os.environ for k in ENV_KEYS)
 
 
-def launched_learners(requested: int) -> int:
-    """Under torchrun/srun, the job's learner count: WORLD_SIZE. ``requested`` (dist.learners) may be the
-    default 1 or 0 (take WORLD_SIZE) or must equal it. Outside a launched group, ``requested``."""
+def launched_learners(requested: int, default_ok: bool = True) -> int:
+    """Under torchrun/srun, the job's learner count: WORLD_SIZE. ``requested`` (dist.learners) may be 0
+    (take WORLD_SIZE), the config's default 1 when ``default_ok``, or must equal it. Outside a launched
+    group, ``requested``."""
     if not in_launched_group():
         return requested
     world = int(os.environ["WORLD_SIZE"])
-    if requested not in (0, 1, world):
+    if requested not in ((0, 1, world) if default_ok else (0, world)):
         raise AsrError(f"--learners {requested} but the launcher started WORLD_SIZE={world} learners",
                        fix="drop --learners under torchrun/srun or make them agree")
     return world
@@ -154,10 +155,7 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
         AsrError: one line naming the first learner that died or failed.
     """
     if in_launched_group():
-        world = int(os.environ["WORLD_SIZE"])
-        if learners not in (0, world):
-            raise AsrError(f"--learners {learners} but the launcher started WORLD_SIZE={world} learners",
-                           fix="drop --learners under torchrun/srun or make them agree")
+        world = launched_learners(learners, default_ok=False)  # train() passes WORLD_SIZE already
         _learner_entry(int(os.environ["RANK"]), world, fn, args, backend, timeout_s, threads, None, device,
                        hang_after)
         return

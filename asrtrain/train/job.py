@@ -108,9 +108,9 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
         save_config(cfg, stored)
         if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
             atomic_copy(tokenizer, exp_dir / "tokenizer.model")
-    if cfg.model.loss == "ce" and writer:
-        from asrtrain.model.priors import save_priors
-        save_priors(priors, exp_dir / "priors.txt")
+        if priors is not None:  # CE training
+            from asrtrain.model.priors import save_priors
+            save_priors(priors, exp_dir / "priors.txt")
     return TrainJob(cfg=cfg, train_dir=Path(train_dir), dev_dir=Path(dev_dir) if dev_dir else None, exp_dir=exp_dir,
                     tokenizer=exp_dir / "tokenizer.model" if tokenizer else None, alignments=alignments,
                     resume=resume, stop_after_steps=stop_after_steps)
