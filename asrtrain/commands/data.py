@@ -44,7 +44,7 @@ def fix(data_dir: Path, no_audio: bool) -> None:
 @click.option("--last", type=int, help="Keep the last N utterances (sorted order).")
 def subset(data_dir: Path, out_dir: Path, utt_list, spk_list, first, last) -> None:
     """Write a subset of DATA_DIR to OUT_DIR (subset_data_dir.sh); give exactly one selector."""
-    from asrtrain.data.datadir import subset as run
+    from asrtrain.data.subsets import subset as run
     d = run(data_dir, out_dir, utt_list=utt_list, first=first, last=last, spk_list=spk_list)
     click.echo(f"{out_dir}: {len(d.utt2spk)} utterances")
 
@@ -54,7 +54,7 @@ def subset(data_dir: Path, out_dir: Path, utt_list, spk_list, first, last) -> No
 @click.argument("num_splits", type=int)
 def split(data_dir: Path, num_splits: int) -> None:
     """Split DATA_DIR by speaker into DATA_DIR/splitN/1..N (split_data.sh)."""
-    from asrtrain.data.datadir import split as run
+    from asrtrain.data.subsets import split as run
     outs = run(data_dir, num_splits)
     click.echo(f"{data_dir}: split into {len(outs)} parts under {outs[0].parent}")
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
 
 from asrtrain.data.audio import is_pipe
-from asrtrain.data.datadir import DataDir, PathLike, Segment, extra_kind, read_datadir, write_datadir
+from asrtrain.data.datadir import DataDir, PathLike, Segment, extra_kind, write_datadir
+from asrtrain.data.validate import validate
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
@@ -149,12 +150,11 @@ def perturb_speed(data_dir: PathLike, out_dir: PathLike, factors: Union[str, Seq
     The input is validated first (without reading audio); the output is validated after writing.
     Returns the written DataDir.
     """
-    from asrtrain.data.validate import validate
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     if out_dir.resolve() == data_dir.resolve():
         raise AsrError("OUT_DIR must differ from DATA_DIR", out_dir, fix="give a new output directory")
     fs = parse_factors(factors)
-    data = read_datadir(data_dir, validate=True, audio=False)
+    data = validate(data_dir, audio=False)
     if not data.wav_scp:
         raise AsrError("no wav.scp: speed perturbation needs the audio", data_dir / "wav.scp",
                        fix="perturb the data dir made by asrtrain prepare, before features")

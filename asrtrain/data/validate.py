@@ -167,14 +167,14 @@ def validate(path: PathLike, audio: bool = True) -> DataDir:
     problems = find_problems(path, audio=audio)
     if problems:
         raise first_error(problems)
-    data = read_datadir(path, validate=False)
+    data = read_datadir(path)
     log.info("%s: valid data dir, %d utterances, %d speakers, %d recordings", path, len(data.utt2spk),
              len(data.spk2utt), len(data.wav_scp))
     return data
 
 
 # ---------------------------------------------------------------------------------------------------------
-# fix, subset, split
+# fix
 
 @dataclass
 class FixReport:

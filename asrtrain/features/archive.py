@@ -269,7 +269,7 @@ def _select(data_dir: Path, skip_bad: bool) -> Tuple[dd.DataDir, Dict[str, str]]
             raise p.error()
         for utt in p.utts:
             bad.setdefault(utt, str(p))
-    data = dd.read_datadir(data_dir, validate=False)
+    data = dd.read_datadir(data_dir)
     if not data.wav_scp:
         raise AsrError("no wav.scp: nothing to compute features from", data_dir / "wav.scp",
                        fix="give the data dir made by asrtrain prepare (with wav.scp)")

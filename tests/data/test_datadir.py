@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from asrtrain.data.validate import find_problems
-from asrtrain.data.datadir import (DataDir, Segment, read_datadir, split_speakers,
-                                   write_datadir)
+from asrtrain.data.validate import find_problems, validate
+from asrtrain.data.datadir import DataDir, Segment, read_datadir, write_datadir
+from asrtrain.data.subsets import split_speakers
 from sphere_fixture import make_data_dir, tone, write_sphere
 
 
@@ -157,7 +157,7 @@ def test_subset(data, tmp_path):
     utts = read_datadir(data).utts
     r = run("data", "subset", data, tmp_path / "first", "--first", 2)
     assert r.exit_code == 0, r.output
-    assert read_datadir(tmp_path / "first", audio=True).utts == utts[:2]
+    assert validate(tmp_path / "first", audio=True).utts == utts[:2]
     run("data", "subset", data, tmp_path / "last", "--last", 2)
     assert read_datadir(tmp_path / "last").utts == utts[-2:]
     (tmp_path / "list").write_text(f"{utts[3]}\n{utts[1]}\nnot-there\n")
@@ -175,7 +175,7 @@ def test_subset_segments_keeps_used_recordings(tmp_path):
     d = _segmented(tmp_path)
     (tmp_path / "spks").write_text("sw02-B\n")
     assert run("data", "subset", d, tmp_path / "b", "--spk-list", tmp_path / "spks").exit_code == 0
-    sub = read_datadir(tmp_path / "b", audio=True)
+    sub = validate(tmp_path / "b", audio=True)
     assert list(sub.wav_scp) == ["sw02-B"] and sub.reco2file_and_channel == {"sw02-B": ("sw02", "B")}
     assert len(sub.segments) == 3
 
