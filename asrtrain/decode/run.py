@@ -28,7 +28,7 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
     mapped to ``device`` whatever device wrote them; the file is loaded with ``weights_only=True``."""
     from asrtrain.device import resolve_device
     from asrtrain.model.blstm import build_model
-    from asrtrain.train.checkpoint import load_checked
+    from asrtrain.model.files import load_checked
 
     exp_dir = Path(exp_dir)
     cfg_path = exp_dir / "config.yaml"

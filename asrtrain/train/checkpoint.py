@@ -18,10 +18,7 @@ learner's device (``map_location``), so a GPU checkpoint resumes or decodes on a
 
 from __future__ import annotations
 
-import hashlib
-import io
 import logging
-import pickle
 import random
 import re
 import threading
@@ -32,7 +29,8 @@ import numpy as np
 import torch
 
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_open, atomic_write_text
+from asrtrain.io import atomic_write_text
+from asrtrain.model.files import load_checked, save_checked
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +69,6 @@ def save(exp_dir: Path, tag: str, rank: int, state: Dict[str, Any]) -> Path:
     path = ckpt_path(exp_dir, tag, rank)
     save_checked(state, path)
     return path
-
-
-def save_checked(obj: Any, path: Path) -> None:
-    """``torch.save`` atomically, with the file's sha256 in ``path.sha256`` (written first: a kill
-    between the two leaves a mismatch that :func:`load_checked` names, never a silent bad load)."""
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    data = buf.getvalue()
-    atomic_write_text(Path(str(path) + ".sha256"), hashlib.sha256(data).hexdigest() + "\n")
-    with atomic_open(path, "wb") as fh:
-        fh.write(data)
 
 
 def snapshot(obj: Any, memo: Optional[Dict[int, torch.UntypedStorage]] = None) -> Any:
@@ -152,33 +139,6 @@ class AsyncWriter:
             self.wait()
         except BaseException as err:  # noqa: BLE001
             log.error("checkpoint write failed: %s", err)
-
-
-def load_checked(path: Path, map_location: Any = "cpu") -> Any:
-    """Load a file written by :func:`save_checked` (or any torch file without a ``.sha256``), never
-    running code (``weights_only=True``); one-line errors for a missing, corrupt or foreign file."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise AsrError("model file not found", path, fix="check the path") from None
-    except OSError as err:
-        raise AsrError(f"cannot read: {err.strerror}", path) from None
-    sums = Path(str(path) + ".sha256")
-    if sums.is_file():
-        want = sums.read_text(errors="replace").strip()
-        if hashlib.sha256(data).hexdigest() != want:
-            raise AsrError("checksum mismatch: the file is corrupt or was changed after it was written", path,
-                           fix=f"use an earlier checkpoint, or delete {sums.name} if you changed it on purpose")
-    try:
-        return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as err:
-        first = " ".join(str(err).split())[:160]
-        raise AsrError(f"refused to load: the file holds more than tensors and plain values ({first})", path,
-                       fix="only load checkpoints written by asrtrain; a pickle can run code") from None
-    except Exception as err:  # noqa: BLE001 - truncated or not a torch file at all
-        raise AsrError(f"cannot read checkpoint ({type(err).__name__}: {' '.join(str(err).split())[:120]})",
-                       path, fix="use an earlier checkpoint") from None
 
 
 def mark_latest(exp_dir: Path, tag: str, keep: int, world_size: int, keep_epochs: int = 0) -> None:
