@@ -37,6 +37,50 @@ def stack_frames(x: torch.Tensor, lengths: torch.Tensor, stack: int, subsample: 
     return out.contiguous(), out_lengths
 
 
+def reverse_index(lengths: torch.Tensor, t: int) -> torch.Tensor:
+    """(N, T) time indices that reverse each utterance's first ``lengths[n]`` frames and leave its padding
+    in place. The map is its own inverse."""
+    steps = torch.arange(t, device=lengths.device).unsqueeze(0)
+    last = lengths.unsqueeze(1) - 1
+    return torch.where(steps <= last, last - steps, steps)
+
+
+def blstm_padded(layer: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """One bidirectional ``layer`` over the padded batch ``x`` (N, T, D) -> (N, T, 2 x out), equal on the
+    valid frames to running it over the packed batch (tested).
+
+    Why: on the CPU torch runs an LSTM over a PackedSequence with its native time loop, but a padded
+    batch through oneDNN's fused RNN, 2.3-2.6x faster for the recipes' layers (``scripts/bench_rnn.py``).
+    Padding is harmless in the forward direction (it comes after the valid frames); the backward direction
+    runs forward over each utterance reversed within its length (padding left at the end), and its output
+    is reversed back. Outputs at padded frames are garbage and never read: CTC and CE stop at ``lengths``,
+    and the next layer's directions see them only after each utterance's valid frames.
+    ``lengths`` (N,) on the device of ``x``."""
+    n, t, _ = x.shape
+    outputs = []
+    for suffix in ("", "_reverse"):
+        weights = [getattr(layer, f"{kind}_l0{suffix}") for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        if layer.proj_size > 0:
+            weights.append(getattr(layer, f"weight_hr_l0{suffix}"))
+        h0 = x.new_zeros(1, n, layer.proj_size or layer.hidden_size)
+        c0 = x.new_zeros(1, n, layer.hidden_size)
+        if suffix:
+            index = reverse_index(lengths, t).unsqueeze(-1)
+            x = torch.gather(x, 1, index.expand(-1, -1, x.shape[2]))
+        out, _, _ = torch.lstm(x, (h0, c0), weights, True, 1, 0.0, layer.training, False, True)
+        if suffix:
+            out = torch.gather(out, 1, index.expand(-1, -1, out.shape[2]))
+        outputs.append(out)
+    return torch.cat(outputs, dim=-1)
+
+
+def blstm_packed(layer: nn.LSTM, x: torch.Tensor, cpu_lengths: torch.Tensor) -> torch.Tensor:
+    """One bidirectional ``layer`` over ``x`` (N, T, D) packed by ``cpu_lengths``: cuDNN's path."""
+    packed = pack_padded_sequence(x, cpu_lengths, batch_first=True, enforce_sorted=False)
+    out, _ = layer(packed)
+    return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
+
+
 def rnn_outside_autocast(x: torch.Tensor) -> bool:
     """True under a bf16 autocast on CUDA: there the LSTMs must run outside autocast, in fp32.
 
@@ -86,11 +130,11 @@ class BLSTM(nn.Module):
         cpu_lengths = lengths.cpu()
         fp32_rnn = rnn_outside_autocast(h)
         for layer in self.layers:
-            packed = pack_padded_sequence(h.float() if fp32_rnn else h, cpu_lengths, batch_first=True,
-                                          enforce_sorted=False)
-            with torch.autocast("cuda", enabled=False) if fp32_rnn else contextlib.nullcontext():
-                out, _ = layer(packed)
-            h, _ = pad_packed_sequence(out, batch_first=True, total_length=h.shape[1])
+            if h.is_cuda:
+                with torch.autocast("cuda", enabled=False) if fp32_rnn else contextlib.nullcontext():
+                    h = blstm_packed(layer, h.float() if fp32_rnn else h, cpu_lengths)
+            else:
+                h = blstm_padded(layer, h, cpu_lengths)
             h = self.dropout(h)
         return F.log_softmax(self.head(h), dim=-1), lengths
 

@@ -1,0 +1,53 @@
+"""The BLSTM's CPU path (padded batch, each utterance reversed within its length for the backward
+direction) against torch's packed path: the same outputs on valid frames, the same gradients, and an
+utterance's output independent of what it is batched with."""
+
+import pytest
+import torch
+from torch import nn
+
+from asrtrain.config import ModelConfig
+from asrtrain.model.blstm import blstm_packed, blstm_padded, build_model, reverse_index
+
+
+def test_reverse_index_reverses_valid_frames_and_keeps_padding():
+    index = reverse_index(torch.tensor([3, 5, 1]), 5)
+    assert index.tolist() == [[2, 1, 0, 3, 4], [4, 3, 2, 1, 0], [0, 1, 2, 3, 4]]
+    # its own inverse
+    assert torch.equal(torch.gather(index, 1, index), torch.arange(5).expand(3, 5))
+
+
+@pytest.mark.parametrize("proj", [0, 6])
+def test_padded_layer_equals_packed_layer_on_valid_frames_and_in_gradients(proj):
+    torch.manual_seed(0)
+    layer = nn.LSTM(7, 10, batch_first=True, bidirectional=True, proj_size=proj).double()
+    lengths = torch.tensor([9, 4, 1, 7])
+    x = torch.randn(4, 9, 7, dtype=torch.float64)
+    valid = (torch.arange(9).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
+    weight = torch.randn(4, 9, 2 * (proj or 10), dtype=torch.float64) * valid  # a loss of valid frames only
+
+    out_packed = blstm_packed(layer, x, lengths)
+    out_padded = blstm_padded(layer, x, lengths)
+    assert out_padded.shape == out_packed.shape
+    assert torch.allclose(out_padded * valid, out_packed * valid, atol=1e-12)
+
+    grads_packed = torch.autograd.grad((out_packed * weight).sum(), list(layer.parameters()))
+    grads_padded = torch.autograd.grad((out_padded * weight).sum(), list(layer.parameters()))
+    for a, b in zip(grads_packed, grads_padded):
+        assert torch.allclose(a, b, atol=1e-10)
+
+
+def test_model_output_does_not_depend_on_batch_mates():
+    """The CPU path computes padded frames: an utterance batched with a longer one must still get the
+    log-probabilities it gets alone (the padding never reaches a valid frame in either direction)."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(input_dim=5, num_targets=6, hidden=8, num_layers=2, stack=2, subsample=2, dropout=0.0)
+    model = build_model(cfg).eval()
+    short, long = torch.randn(1, 7, 5), torch.randn(1, 12, 5)
+    batch = torch.zeros(2, 12, 5)
+    batch[0, :7], batch[1] = short[0], long[0]
+    with torch.no_grad():
+        alone, alone_len = model(short, torch.tensor([7]))
+        together, together_len = model(batch, torch.tensor([7, 12]))
+    assert together_len.tolist() == [alone_len.item(), 6]
+    assert torch.allclose(together[0, :alone_len.item()], alone[0], atol=1e-6)
