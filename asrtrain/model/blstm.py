@@ -81,6 +81,18 @@ def blstm_packed(layer: nn.LSTM, x: torch.Tensor, cpu_lengths: torch.Tensor) -> 
     return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
 
 
+def padded_path_on_cpu(x: torch.Tensor) -> bool:
+    """Whether a CPU layer may take :func:`blstm_padded`: oneDNN's RNN runs fp32 everywhere, bf16 and
+    fp16 only where the CPU has them (otherwise it cannot build its primitive); those fall back to the
+    packed path, torch's native loop, as before."""
+    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else x.dtype
+    if dtype == torch.bfloat16:
+        return torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    if dtype == torch.float16:
+        return torch.ops.mkldnn._is_mkldnn_fp16_supported()
+    return True
+
+
 def rnn_outside_autocast(x: torch.Tensor) -> bool:
     """True under a bf16 autocast on CUDA: there the LSTMs must run outside autocast, in fp32.
 
@@ -133,8 +145,10 @@ class BLSTM(nn.Module):
             if h.is_cuda:
                 with torch.autocast("cuda", enabled=False) if fp32_rnn else contextlib.nullcontext():
                     h = blstm_packed(layer, h.float() if fp32_rnn else h, cpu_lengths)
-            else:
+            elif padded_path_on_cpu(h):
                 h = blstm_padded(layer, h, cpu_lengths)
+            else:
+                h = blstm_packed(layer, h, cpu_lengths)
             h = self.dropout(h)
         return F.log_softmax(self.head(h), dim=-1), lengths
 

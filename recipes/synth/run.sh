@@ -2,7 +2,8 @@
 # The embedded synthetic recipe: espeak-ng speech -> fbank -> sentencepiece -> BLSTM-CTC -> decode -> WER.
 #
 #   bash recipes/synth/run.sh [--stage N] [--stop-stage N] [--hours H] [--nj N] [--strategy S --learners N]
-#        [--strategy-config FILE] [--set section.key=value] [--vocab-size 150]
+#        [--strategy-config FILE] [--set section.key=value] [--vocab-size 150] [--tag NAME]
+#        [--decode-sets "dev test"]
 #   e.g. --strategy adpsgd --learners 2 --strategy-config recipes/synth/conf/strategy/adpsgd-dp.yaml
 #   (--strategy and --learners win over the file's dist.strategy / dist.learners: give both)
 #
@@ -10,9 +11,10 @@
 #   0  synthesise the corpus            data/{train,dev,test}     (asrtrain prepare synth)
 #   1  features + CMVN                  dump/{train,dev,test}     (asrtrain features)
 #   2  tokenizer and word trigram LM    exp/tokenizer exp/lm      (asrtrain tokenizer train, lm train)
-#   3  train the BLSTM-CTC model        exp/blstm                 (asrtrain train)
-#   4  decode dev and test (LM fused)   exp/blstm/decode_{dev,test}
+#   3  train the BLSTM-CTC model        exp/TAG (default blstm)   (asrtrain train)
+#   4  decode dev and test (LM fused)   exp/TAG/decode_{dev,test}
 #   5  score                            WER table (last line: test)
+# While choosing anything (epochs, sizes, LM weights), run with --decode-sets dev and a --tag per try.
 # Everything is written below the recipe dir (or --work DIR). The shell only sequences asrtrain calls.
 set -euo pipefail
 
@@ -28,6 +30,8 @@ config=$here/conf/train.yaml
 fbank_conf=$here/conf/fbank.yaml
 strategy=single
 learners=1
+tag=blstm
+decode_sets="dev test"
 extra=()
 
 while [ $# -gt 0 ]; do
@@ -40,11 +44,13 @@ while [ $# -gt 0 ]; do
     --work) work=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
     --vocab-size) vocab_size=$2; shift 2 ;;
+    --tag) tag=$2; shift 2 ;;
+    --decode-sets) decode_sets=$2; shift 2 ;;
     --strategy) strategy=$2; shift 2 ;;
     --learners) learners=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
     --strategy-config) extra+=(--strategy-config "$2"); shift 2 ;;  # e.g. conf/strategy/adpsgd-dp.yaml
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -90,30 +96,30 @@ fi
 
 if run_stage 3; then
   echo "stage 3: train ($strategy, $learners learner(s))"
-  if done_or "$exp/blstm/.done"; then
+  if done_or "$exp/$tag/.done"; then
     resume=()
-    [ -f "$exp/blstm/checkpoints/latest" ] && resume=(--resume)
+    [ -f "$exp/$tag/checkpoints/latest" ] && resume=(--resume)
     $asrtrain train --config "$config" --train-data "$dump/train" --dev-data "$dump/dev" \
-      --tokenizer "$exp/tokenizer/tokenizer.model" --exp-dir "$exp/blstm" \
+      --tokenizer "$exp/tokenizer/tokenizer.model" --exp-dir "$exp/$tag" \
       --strategy "$strategy" --learners "$learners" "${resume[@]}" "${extra[@]}"
-    touch "$exp/blstm/.done"
+    touch "$exp/$tag/.done"
   fi
 fi
 
 if run_stage 4; then
   echo "stage 4: decode"
-  for part in dev test; do
-    if done_or "$exp/blstm/decode_$part/.done"; then
-      $asrtrain decode "$exp/blstm" "$dump/$part" "$exp/blstm/decode_$part" --lm "$exp/lm/lm.arpa"
-      touch "$exp/blstm/decode_$part/.done"
+  for part in $decode_sets; do
+    if done_or "$exp/$tag/decode_$part/.done"; then
+      $asrtrain decode "$exp/$tag" "$dump/$part" "$exp/$tag/decode_$part" --lm "$exp/lm/lm.arpa"
+      touch "$exp/$tag/decode_$part/.done"
     fi
   done
 fi
 
 if run_stage 5; then
   echo "stage 5: score"
-  for part in dev test; do
-    $asrtrain score "$data/$part/text" "$exp/blstm/decode_$part/text" --name "$part" \
-      --out-dir "$exp/blstm/decode_$part/scoring"
+  for part in $decode_sets; do
+    $asrtrain score "$data/$part/text" "$exp/$tag/decode_$part/text" --name "$part" \
+      --out-dir "$exp/$tag/decode_$part/scoring"
   done
 fi

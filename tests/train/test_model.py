@@ -51,3 +51,18 @@ def test_model_output_does_not_depend_on_batch_mates():
         together, together_len = model(batch, torch.tensor([7, 12]))
     assert together_len.tolist() == [alone_len.item(), 6]
     assert torch.allclose(together[0, :alone_len.item()], alone[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_on_the_cpu_runs_where_onednn_cannot(dtype, monkeypatch):
+    """A CPU without oneDNN's bf16/fp16 RNN falls back to the packed path instead of failing to build
+    the primitive (fp16 on this CPU is such a case; bf16 is forced to it here)."""
+    from asrtrain.model import blstm
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False, raising=False)
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(input_dim=4, num_targets=5, hidden=6, num_layers=2, stack=1, subsample=1))
+    x = torch.randn(2, 5, 4)
+    with torch.autocast("cpu", dtype=dtype):
+        assert not blstm.padded_path_on_cpu(x) or torch.ops.mkldnn._is_mkldnn_fp16_supported()
+        out, _ = model(x, torch.tensor([5, 3]))
+    assert torch.isfinite(out.float()).all()
