@@ -99,9 +99,16 @@ class ModelConfig:
     proj: int = 0  # projection size per direction (0 = none)
     dropout: float = 0.1
     loss: str = "ctc"  # ctc | ce
+    # Weight of an intermediate CTC loss on the middle layer's output through the same head (InterCTC,
+    # Lee & Watanabe 2021): loss = (1 - w) CTC(last) + w CTC(middle). Training only; 0 = off.
+    inter_ctc: float = 0.0
 
     def validate(self) -> None:
         _choice("model.loss", self.loss, ("ctc", "ce"))
+        _range("model.inter_ctc", self.inter_ctc, lo=0, hi=1)
+        if self.inter_ctc > 0 and (self.loss != "ctc" or self.num_layers < 2 or self.inter_ctc >= 1):
+            raise AsrError(f"model.inter_ctc = {self.inter_ctc} needs model.loss ctc, at least 2 layers and "
+                           "a weight below 1")
         if self.subsample < 1 or self.stack < 1 or self.num_layers < 1 or self.hidden < 1:
             raise AsrError("model.stack, model.subsample, model.num_layers and model.hidden must be >= 1")
 

@@ -136,12 +136,17 @@ class BLSTM(nn.Module):
                         h = bias.shape[0] // 4
                         bias[h:2 * h].fill_(0.0)
 
-    def forward(self, x: torch.Tensor, lengths: torch.Tensor):
-        """``x`` (N, T, D), ``lengths`` (N,) -> log-probs (N, T', V), lengths (N,)."""
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, inter: bool = False):
+        """``x`` (N, T, D), ``lengths`` (N,) -> log-probs (N, T', V), lengths (N,). With ``inter``, also
+        the log-probs of the middle layer (after ``num_layers // 2`` layers) through the same head, for
+        the intermediate CTC loss (``model.inter_ctc``)."""
         h, lengths = stack_frames(x, lengths, self.cfg.stack, self.cfg.subsample)
         cpu_lengths = lengths.cpu()
         fp32_rnn = rnn_outside_autocast(h)
-        for layer in self.layers:
+        middle = None
+        for i, layer in enumerate(self.layers):
+            if i == len(self.layers) // 2 and inter:
+                middle = h
             if h.is_cuda:
                 with torch.autocast("cuda", enabled=False) if fp32_rnn else contextlib.nullcontext():
                     h = blstm_packed(layer, h.float() if fp32_rnn else h, cpu_lengths)
@@ -150,6 +155,8 @@ class BLSTM(nn.Module):
             else:
                 h = blstm_packed(layer, h, cpu_lengths)
             h = self.dropout(h)
+        if inter:
+            return F.log_softmax(self.head(h), dim=-1), lengths, F.log_softmax(self.head(middle), dim=-1)
         return F.log_softmax(self.head(h), dim=-1), lengths
 
 

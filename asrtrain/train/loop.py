@@ -89,13 +89,22 @@ def compute_loss(net: torch.nn.Module, batch: Batch, loss_kind: str, precision: 
         with autocast(device, precision):
             log_probs, _ = net(torch.zeros(1, 1, dim, device=device), torch.ones(1, dtype=torch.long))
         return log_probs.float().sum() * 0.0, 0
+    inter_w = (net.module if hasattr(net, "module") else net).cfg.inter_ctc if net.training else 0.0
     with autocast(device, precision):
-        log_probs, out_lens = net(batch.feats, batch.feat_lens)
+        if inter_w > 0:
+            log_probs, out_lens, inter_log_probs = net(batch.feats, batch.feat_lens, inter=True)
+        else:
+            log_probs, out_lens = net(batch.feats, batch.feat_lens)
     log_probs = log_probs.float()
     if loss_kind == "ctc":
         targets = batch.targets.clamp(min=0)
-        loss = F.ctc_loss(log_probs.transpose(0, 1), targets, out_lens, batch.target_lens, blank=0,
-                          reduction="sum", zero_infinity=True)
+
+        def ctc(lp: torch.Tensor) -> torch.Tensor:
+            return F.ctc_loss(lp.float().transpose(0, 1), targets, out_lens, batch.target_lens, blank=0,
+                              reduction="sum", zero_infinity=True)
+        loss = ctc(log_probs)
+        if inter_w > 0:  # training only: the dev loss stays the last layer's, comparable across runs
+            loss = (1.0 - inter_w) * loss + inter_w * ctc(inter_log_probs)
     else:
         t = min(log_probs.shape[1], batch.targets.shape[1])
         loss = F.nll_loss(log_probs[:, :t].reshape(-1, log_probs.shape[-1]),

@@ -66,3 +66,38 @@ def test_low_precision_on_the_cpu_runs_where_onednn_cannot(dtype, monkeypatch):
         assert not blstm.padded_path_on_cpu(x) or torch.ops.mkldnn._is_mkldnn_fp16_supported()
         out, _ = model(x, torch.tensor([5, 3]))
     assert torch.isfinite(out.float()).all()
+
+
+def test_intermediate_ctc_loss_mixes_the_middle_layer_in_training_only():
+    """model.inter_ctc = w: training loss (1 - w) CTC(last layer) + w CTC(middle layer through the same
+    head); in eval mode (the dev loss) the last layer's CTC alone."""
+    import torch.nn.functional as F
+    from asrtrain.features.dataset import Batch
+    from asrtrain.train.loop import compute_loss
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(input_dim=4, num_targets=5, hidden=6, num_layers=2, stack=1, subsample=1, dropout=0.0,
+                      inter_ctc=0.3)
+    model = build_model(cfg)
+    feats, lens = torch.randn(2, 9, 4), torch.tensor([9, 6])
+    targets, tlens = torch.tensor([[1, 2, 3], [4, 1, 0]]), torch.tensor([3, 2])
+    batch = Batch(["a", "b"], feats, lens, targets, tlens)
+
+    def ctc(lp):
+        return F.ctc_loss(lp.transpose(0, 1), targets, lens, tlens, reduction="sum", zero_infinity=True)
+
+    last, _, middle = model(feats, lens, inter=True)
+    mixed, count = compute_loss(model.train(), batch, "ctc")
+    assert count == 5
+    assert torch.allclose(mixed, 0.7 * ctc(last) + 0.3 * ctc(middle))
+    assert not torch.allclose(ctc(last), ctc(middle))
+    plain, _ = compute_loss(model.eval(), batch, "ctc")
+    assert torch.allclose(plain, ctc(last))
+
+
+@pytest.mark.parametrize("sets", [{"inter_ctc": 1.0}, {"inter_ctc": 0.3, "num_layers": 1},
+                                  {"inter_ctc": 0.3, "loss": "ce"}, {"inter_ctc": -0.1}])
+def test_intermediate_ctc_refuses_what_it_cannot_do(sets):
+    from asrtrain.errors import AsrError
+    with pytest.raises(AsrError, match="inter_ctc"):
+        ModelConfig(**{"num_layers": 2, **sets}).validate()
