@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -20,15 +19,12 @@ def test_kill_9_of_one_learner_names_it_everywhere(tmp_path, capfd, strategy):
     job = toyloop.ToyArgs(str(tmp_path), DistConfig(strategy=strategy, learners=4, averaging="random",
                                                     delay_by_one=True, timeout_s=TIMEOUT_S),
                           num_batches=4 * 200, batch=2, sleep_s=0.05, kill_rank=1, kill_at_step=3)
-    t0 = time.monotonic()
     with pytest.raises(AsrError, match=r"learner rank 1 died \(killed by signal SIGKILL\)"):
         run_learners(toyloop.train, [job], learners=4, backend="gloo", timeout_s=TIMEOUT_S)
-    elapsed = time.monotonic() - t0
     err = capfd.readouterr().err
     for rank in (0, 2, 3):  # every survivor printed one line naming the dead learner
         lines = [ln for ln in err.splitlines() if ln.startswith(f"asrtrain: error: learner rank {rank}:")]
         assert lines and re.search(r"\brank 1\b", lines[0].split(":", 2)[2]), err[-2000:]
-    assert elapsed < 60, elapsed  # 200 steps of 0.05 s would take 10 s more without the kill
     assert not (tmp_path / "rank0.pt").exists()
 
 
