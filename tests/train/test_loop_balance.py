@@ -44,7 +44,7 @@ def steps(exp, tag, ranks):
     return [torch.load(exp / "checkpoints" / f"{tag}.rank{r}.pt", weights_only=True)["step"] for r in ranks]
 
 
-def test_dynamic_balance_lets_the_fast_adpsgd_learner_take_more_batches(data, tmp_path):  # noqa: F811
+def test_dynamic_balance_with_a_slow_adpsgd_learner_claims_each_batch_once(data, tmp_path):  # noqa: F811
     exp = tmp_path / "dyn"
     r = train(data, exp, ["train.balance=dynamic", "dist.slowdown='1:4'"], "--strategy", "adpsgd",
               "--learners", "2")
@@ -196,7 +196,7 @@ def test_private_dynamic_balance_keeps_each_learners_data_its_own(share):
         assert len(got[0]) == fast.cap and len(got[1]) == turns - fast.cap
 
 
-def test_adpsgd_dp_dynamic_fast_learner_takes_more_steps_within_its_epsilon(data, tmp_path):  # noqa: F811
+def test_adpsgd_dp_dynamic_spends_epsilon_by_steps_within_the_target(data, tmp_path):  # noqa: F811
     exp = tmp_path / "dpdyn"
     r = train(data, exp, ["train.balance=dynamic", "dist.slowdown='1:4'", "dp.enabled=true", "dp.epsilon=8",
                           "dp.delta=1e-3", "dp.clip=1.0"], "--strategy", "adpsgd", "--learners", "2")
@@ -209,8 +209,9 @@ def test_adpsgd_dp_dynamic_fast_learner_takes_more_steps_within_its_epsilon(data
     assert (s0, s1) == (t[1, 0] + t[2, 0], t[1, 1] + t[2, 1])
     eps = {int(m.group(1)): float(m.group(2)) for m in
            re.finditer(r"\[learner (\d+)\] epoch 2 dp: epsilon ([\d.]+)", log)}
-    # Which learner is faster is timing (see the test above); what holds either way: the one that took
-    # more steps has spent more of its budget, and neither went past the target.
+    # Which learner is faster is timing (see test_dynamic_balance_with_a_slow_adpsgd_learner_claims_
+    # each_batch_once). What holds either way: the one that took more steps has spent more of its budget,
+    # and neither went past the target.
     assert max(eps.values()) <= 8.0 + 0.05, eps
     if s0 != s1:
         assert (eps[0] > eps[1]) == (s0 > s1), (eps, s0, s1)
