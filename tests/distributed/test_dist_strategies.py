@@ -6,7 +6,6 @@ several toy jobs in them, one after the other; the tests then check each job's r
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
@@ -28,7 +27,7 @@ def ids(configs):
     return [f"{c.averaging}-delay{int(c.delay_by_one)}" for c in configs]
 
 
-def spawn(tmp, learners, jobs):
+def spawn(learners, jobs):
     run_learners(toyloop.train, jobs, learners=learners, backend="gloo", timeout_s=30)
 
 
@@ -44,7 +43,7 @@ def two(tmp_path_factory):
                                                               delay_by_one=True, slowdown="1:4"),
                                 num_batches=2 * 3, batch=2, sleep_s=0.2, extra_batches={0: 3}),
     }
-    spawn(tmp, 2, list(jobs.values()))
+    spawn(2, list(jobs.values()))
     return {k: toyloop.load(j.out, 2) for k, j in jobs.items()}
 
 
@@ -66,7 +65,7 @@ def four(tmp_path_factory):
     for i, cfg in enumerate(MEAN[1::2]):  # the GPU path's staged snapshots and float64 folds, on the CPU
         jobs.append(toyloop.ToyArgs(str(tmp / f"staged{i}"), cfg, zero_grad=True, distinct_init=True,
                                     num_batches=4 * 60, batch=2, staged=True))
-    spawn(tmp, 4, jobs)
+    spawn(4, jobs)
     return {j.out.rsplit("/", 1)[1]: toyloop.load(j.out, 4) for j in jobs}
 
 
