@@ -43,15 +43,23 @@ def test_one_cuda_step_matches_the_cpu_step(tmp_path):
     gpu.load_state_dict(cpu.state_dict())
     gpu = gpu.cuda()
     out = {}
-    for name, model in (("cpu", cpu), ("cuda", gpu)):
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        loss, _ = compute_loss(model, batch.to(next(model.parameters()).device), "ctc")
-        loss.backward()
-        opt.step()
-        out[name] = (float(loss), {k: v.detach().cpu() for k, v in model.state_dict().items()})
+    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    # Full fp32 on the GPU for this comparison: TF32 (torch's default for cuDNN on Ampere and later)
+    # rounds inputs to 10 mantissa bits by design; on an H200 it moved 1.5% of these gradients by more
+    # than 1e-3 relative, while the loss still agreed to 1e-4.
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for name, model in (("cpu", cpu), ("cuda", gpu)):
+            loss, _ = compute_loss(model, batch.to(next(model.parameters()).device), "ctc")
+            loss.backward()
+            out[name] = (loss.item(), {k: p.grad.detach().cpu() for k, p in model.named_parameters()})
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
+    # Gradients, not the weights after an optimizer step: Adam's first step moves every weight by about
+    # +-lr whatever the gradient's size, so a gradient within rounding of zero could flip its sign.
     assert out["cpu"][0] == pytest.approx(out["cuda"][0], rel=1e-4)
-    for k, v in out["cpu"][1].items():
-        torch.testing.assert_close(out["cuda"][1][k], v, rtol=1e-4, atol=1e-5)
+    for k, g in out["cpu"][1].items():
+        torch.testing.assert_close(out["cuda"][1][k], g, rtol=1e-4, atol=1e-5 * float(g.abs().max()))
 
 
 @pytest.mark.parametrize("precision,lstm_dtype", [("bf16", torch.float32), ("fp16", torch.float16)])
@@ -64,8 +72,14 @@ def test_lstms_never_run_in_fp16_without_a_scaler(precision, lstm_dtype):
     cfg = ModelConfig(input_dim=13, num_targets=20, num_layers=1, hidden=16, subsample=1, dropout=0.0)
     model = build_model(cfg).cuda()
     seen = {}
-    model.layers[0].register_forward_hook(lambda m, i, o: seen.setdefault("lstm", o[0].data.dtype))
-    model.head.register_forward_hook(lambda m, i, o: seen.setdefault("head", o.dtype))
+
+    def record(name, tensor):  # a forward hook that returns something replaces the module's output
+        def hook(module, inputs, output):
+            seen.setdefault(name, tensor(output).dtype)
+        return hook
+
+    model.layers[0].register_forward_hook(record("lstm", lambda o: o[0].data))
+    model.head.register_forward_hook(record("head", lambda o: o))
     x, lens = torch.randn(2, 7, 13, device="cuda"), torch.tensor([7, 5])
     with autocast(torch.device("cuda"), precision):
         model(x, lens)
@@ -92,13 +106,24 @@ def test_a_cuda_checkpoint_resumes_on_cuda_and_decodes_on_the_cpu(data, tmp_path
     r = train(data, exp, "--device", "cuda", "--set", "train.checkpoint_every_steps=4", "--resume")
     assert r.exit_code == 0, r.output
     dev = data[1]
-    texts = {}
+    ids = {}
     for device in ("cpu", "cuda"):
         out = tmp_path / f"dec_{device}"
         r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(out), "--device", device])
         assert r.exit_code == 0, r.output
-        texts[device] = (out / "text").read_text()
-    assert texts["cpu"] == texts["cuda"]
+        ids[device] = [line.split()[0] for line in (out / "text").read_text().splitlines()]
+    assert ids["cpu"] == ids["cuda"] == sorted(ids["cpu"]) and len(ids["cpu"]) == 12
+    # The texts themselves may differ where two labels tie to rounding in this 9-step model, so the
+    # posteriors are compared instead: the same checkpoint gives the same log-probs on both devices.
+    from asrtrain.decode.run import load_model, log_probs_by_utt
+
+    lps = {}
+    for device in ("cpu", "cuda"):
+        cfg, model = load_model(exp, device=device)
+        lps[device] = dict(log_probs_by_utt(model, cfg, dev, 4000))
+    assert sorted(lps["cpu"]) == sorted(lps["cuda"]) == ids["cpu"]
+    for utt, lp in lps["cpu"].items():
+        torch.testing.assert_close(torch.from_numpy(lps["cuda"][utt]), torch.from_numpy(lp), rtol=1e-3, atol=2e-3)
 
 
 def test_two_adpsgd_learners_sharing_one_gpu_conserve_the_weight_sum(tmp_path):
