@@ -34,8 +34,10 @@ import torch
 from bench_common import Corpus, decode_wer, markdown_table, train
 
 
-def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0) -> Dict[str, float]:
-    """Seconds of a normal step and of a DP step on the same random batch (corpus-like lengths)."""
+def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0,
+                 device: str = "cpu") -> Dict[str, float]:
+    """Seconds of a normal step and of a DP step on the same random batch (corpus-like lengths), on
+    ``device`` (the CPU with 1 thread; on a GPU each timing waits for the device)."""
     from asrtrain.config import DPConfig, ModelConfig
     from asrtrain.distributed.base import Strategy
     from asrtrain.distributed.dp import DPStrategy
@@ -47,11 +49,12 @@ def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(seed)
     model = build_model(ModelConfig(input_dim=80, num_targets=150, stack=6, subsample=6, num_layers=2,
-                                    hidden=320, dropout=0.05))
+                                    hidden=320, dropout=0.05)).to(device)
     lens = torch.randint(frames // 2, frames + 1, (utts,), generator=g)
     tlens = (lens // 15).clamp(min=1)
     batch = Batch([f"u{i}" for i in range(utts)], torch.randn(utts, int(lens.max()), 80, generator=g), lens,
-                  torch.randint(1, 150, (utts, int(tlens.max())), generator=g), tlens)
+                  torch.randint(1, 150, (utts, int(tlens.max())), generator=g), tlens).to(torch.device(device))
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     plain = Strategy()
     dp = DPStrategy(Strategy(), DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0, delta=1e-6))
@@ -63,8 +66,10 @@ def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0
     for name, s in (("normal", plain), ("dp", dp)):
         times = []
         for _ in range(reps + 1):
+            sync()
             t0 = time.perf_counter()
             s.compute_gradients(model, batch, loss_fn, int(batch.target_lens.sum()))
+            sync()
             times.append(time.perf_counter() - t0)
         out[name] = statistics.median(times[1:])
     torch.set_num_threads(threads)
