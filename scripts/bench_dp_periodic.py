@@ -78,9 +78,13 @@ def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0
     return out
 
 
-def opacus_step_seconds(reps: int = 2, utts: int = 12, frames: int = 300, seed: int = 0) -> float:
+def opacus_step_seconds(reps: int = 2, utts: int = 12, frames: int = 300, seed: int = 0,
+                        device: str = "cpu") -> float:
     """Seconds of one step with per-example gradients from opacus: the same BLSTM with ``nn.LSTM``
-    swapped for ``opacus.layers.DPLSTM`` (same weights and names) inside a ``GradSampleModule``."""
+    swapped for ``opacus.layers.DPLSTM`` (same weights and names) inside a ``GradSampleModule``, on
+    ``device`` (compare with :func:`dp_step_cost` on the same device: on a GPU the microbatch loop cost
+    65x a normal step at 128 utterances, and opacus' batched per-example gradients were not measured
+    there)."""
     import torch.nn.functional as F
     from opacus import GradSampleModule
     from opacus.layers import DPLSTM
@@ -96,19 +100,22 @@ def opacus_step_seconds(reps: int = 2, utts: int = 12, frames: int = 300, seed: 
         dp_layer = DPLSTM(layer.input_size, layer.hidden_size, batch_first=True, bidirectional=True)
         dp_layer.load_state_dict(layer.state_dict())
         model.layers[i] = dp_layer
-    gsm = GradSampleModule(model)
+    gsm = GradSampleModule(model.to(device))
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     g = torch.Generator().manual_seed(seed)
     lens = torch.randint(frames // 2, frames + 1, (utts,), generator=g)
     tlens = (lens // 15).clamp(min=1)
-    x = torch.randn(utts, int(lens.max()), 80, generator=g)
-    targets = torch.randint(1, 150, (utts, int(tlens.max())), generator=g)
+    x = torch.randn(utts, int(lens.max()), 80, generator=g).to(device)
+    targets = torch.randint(1, 150, (utts, int(tlens.max())), generator=g).to(device)
     times = []
     for _ in range(reps + 1):
+        sync()
         t0 = time.perf_counter()
         gsm.zero_grad()
         log_probs, out_lens = gsm(x, lens)
         F.ctc_loss(log_probs.transpose(0, 1), targets, out_lens, tlens, reduction="sum",
                    zero_infinity=True).backward()
+        sync()
         times.append(time.perf_counter() - t0)
     torch.set_num_threads(threads)
     return statistics.median(times[1:])
