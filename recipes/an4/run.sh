@@ -4,7 +4,7 @@
 #   bash recipes/an4/run.sh AN4_DIR [--stage N] [--stop-stage N] [--work DIR] [--config YAML] [--nj N]
 #                           [--seed N] [--decode-sets "dev test"] [--tag NAME] [--set key=value ...]
 #                           [--fbank-conf YAML] [--dump DIR]
-#                           [--factors 0.9,1.0,1.1] [--vocab-size N (30)] [--dev-utts N]
+#                           [--factors 0.8,0.9,1.0,1.1,1.2] [--vocab-size N (30)] [--dev-utts N]
 #                           [--lm-weights 0.3,0.5,0.8,1.2] [--word-bonuses 0,1,2,3]
 #
 # AN4_DIR is CMU's an4_sphere.tar.gz unpacked (it holds etc/ and wav/; download it from CMU). Splits as
@@ -13,7 +13,7 @@
 #
 # Stages (each skipped when its .done marker exists; delete the marker to redo it):
 #   0  prepare the corpus                 data/{train,dev,test}          (asrtrain prepare an4)
-#   1  speed perturbation 0.9/1.0/1.1     data/train_sp                  (asrtrain data perturb-speed)
+#   1  speed perturbation 0.8 ... 1.2     data/train_sp                  (asrtrain data perturb-speed)
 #   2  features + CMVN                    dump/{train_sp,dev,test}       (asrtrain features)
 #   3  tokenizer and word trigram LM      exp/tokenizer exp/lm           (asrtrain tokenizer train, lm train)
 #   4  train the BLSTM-CTC model          exp/TAG                        (asrtrain train)
@@ -37,7 +37,7 @@ config=$here/conf/train.yaml
 fbank_conf=$here/conf/fbank.yaml
 decode_sets="dev test"
 tag=blstm
-factors=0.9,1.0,1.1
+factors=0.8,0.9,1.0,1.1,1.2  # chosen on dev over 0.9,1.0,1.1 (recipes/an4/README.md, choice 8)
 vocab_size=30  # chosen on dev over 60 (recipes/an4/README.md, choice 7)
 dev_utts=100
 lm_order=3
