@@ -62,6 +62,12 @@ def synth_corpus(work: Path, hours: float, dev_utts: int, test_utts: int, tok_ty
                   root / "data" / "test" / "text", tok_dir / "tokenizer.model", n, lm)
 
 
+def device_sync(device) -> None:
+    """Wait for ``device``'s queued work (a no-op off CUDA), so a timing covers what it launched."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 @contextlib.contextmanager
 def output_to(path: Path):
     """Send fds 1 and 2 (inherited by the spawned learners; gloo prints on 1) to ``path``, and drop the

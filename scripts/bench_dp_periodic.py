@@ -31,7 +31,7 @@ from typing import Dict, List, Sequence
 
 import torch
 
-from bench_common import Corpus, decode_wer, markdown_table, train
+from bench_common import Corpus, decode_wer, device_sync, markdown_table, train
 
 
 def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0,
@@ -54,7 +54,6 @@ def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0
     tlens = (lens // 15).clamp(min=1)
     batch = Batch([f"u{i}" for i in range(utts)], torch.randn(utts, int(lens.max()), 80, generator=g), lens,
                   torch.randint(1, 150, (utts, int(tlens.max())), generator=g), tlens).to(torch.device(device))
-    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     plain = Strategy()
     dp = DPStrategy(Strategy(), DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0, delta=1e-6))
@@ -66,10 +65,10 @@ def dp_step_cost(reps: int = 5, utts: int = 12, frames: int = 300, seed: int = 0
     for name, s in (("normal", plain), ("dp", dp)):
         times = []
         for _ in range(reps + 1):
-            sync()
+            device_sync(device)
             t0 = time.perf_counter()
             s.compute_gradients(model, batch, loss_fn, int(batch.target_lens.sum()))
-            sync()
+            device_sync(device)
             times.append(time.perf_counter() - t0)
         out[name] = statistics.median(times[1:])
     torch.set_num_threads(threads)
@@ -101,7 +100,6 @@ def opacus_step_seconds(reps: int = 2, utts: int = 12, frames: int = 300, seed: 
         dp_layer.load_state_dict(layer.state_dict())
         model.layers[i] = dp_layer
     gsm = GradSampleModule(model.to(device))
-    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     g = torch.Generator().manual_seed(seed)
     lens = torch.randint(frames // 2, frames + 1, (utts,), generator=g)
     tlens = (lens // 15).clamp(min=1)
@@ -109,13 +107,13 @@ def opacus_step_seconds(reps: int = 2, utts: int = 12, frames: int = 300, seed: 
     targets = torch.randint(1, 150, (utts, int(tlens.max())), generator=g).to(device)
     times = []
     for _ in range(reps + 1):
-        sync()
+        device_sync(device)
         t0 = time.perf_counter()
         gsm.zero_grad()
         log_probs, out_lens = gsm(x, lens)
         F.ctc_loss(log_probs.transpose(0, 1), targets, out_lens, tlens, reduction="sum",
                    zero_infinity=True).backward()
-        sync()
+        device_sync(device)
         times.append(time.perf_counter() - t0)
     torch.set_num_threads(threads)
     return statistics.median(times[1:])

@@ -40,6 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bench_common import device_sync
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -72,11 +74,6 @@ def make_corpus(root: Path, utts: int, dim: int, seed: int = 0) -> Path:
     return root
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def bare_loop(cfg, batches, device, precision: str, host_check: bool = False) -> float:
     """Seconds for forward/backward/step over pre-collated pinned batches (same model, optimizer, lr).
 
@@ -91,34 +88,25 @@ def bare_loop(cfg, batches, device, precision: str, host_check: bool = False) ->
     opt = make_optimizer(model, cfg)
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
     model.train()
-    sync(device)
+    device_sync(device)
     t0 = time.perf_counter()
     for b in batches:
         b = b.to(device)
         loss, count = compute_loss(model, b, cfg.model.loss, precision)
         opt.zero_grad(set_to_none=False)
         loss = loss / max(1, count)
+        (scaler.scale(loss) if scaler is not None else loss).backward()
         if host_check:
             if scaler is not None:
-                scaler.scale(loss).backward()
                 scaler.unscale_(opt)
-            else:
-                loss.backward()
             norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
             torch.stack([loss.detach().float(), norm.float()]).tolist()
-            if scaler is not None:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
-        elif scaler is not None:
-            scaler.scale(loss).backward()
+        if scaler is not None:
             scaler.step(opt)
             scaler.update()
         else:
-            loss.backward()
             opt.step()
-    sync(device)
+    device_sync(device)
     return time.perf_counter() - t0
 
 
