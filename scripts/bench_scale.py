@@ -14,8 +14,10 @@
    and ``adpsgd2`` that of a gossiping one (its own compute, its waits excluded), both with a core per
    learner (median over the repeats); gloo's latency and bandwidth come from a ping-pong of 2 processes.
    The simulator, with the machine's cores shared by processor sharing (``Cluster.cores_per_node``) and
-   the slow learner idle for twice its compute (what ``dist.slowdown`` does), then predicts rank 0's
-   last-epoch time of every run: the other runs are predictions from those two step times, not fits.
+   the slow learner idle for twice the part of its step before the end of the backward pass (what
+   ``dist.slowdown`` does; that part's share of a step read from the same runs' logged ``compute_s``),
+   then predicts rank 0's last-epoch time of every run: the other runs are predictions from those two
+   step times, not fits.
 
     python scripts/bench_scale.py                     # both parts (self: about 20 minutes on 2 cores)
     python scripts/bench_scale.py --repeats 1         # one run of each (about 7 minutes; noisier)
@@ -145,8 +147,11 @@ WINDOW_RE = re.compile(r"\[(\d+)\] INFO \S+: \[learner \d+\] epoch (\d+) step \d
 
 def own_step_s(run, rank: int, epoch: int) -> float:
     """Mean seconds per step of ``rank`` in ``epoch`` *without* its logged waits for others (the averaging
-    round, the lock, the all-reduce inside an H-ADPSGD group), over its log windows (the first dropped in
-    epoch 1: the warm-up): the compute it really got, CPU sharing with the other learners included.
+    round, the lock, the all-reduce inside an H-ADPSGD group), over its log windows: the compute it really
+    got, CPU sharing with the other learners included. The first window of each epoch is dropped: in
+    epoch 1 it holds the warm-up; in a later epoch it straddles the previous epoch's end (that epoch's
+    last step, the end-of-epoch collective, the checkpoint, the barrier), which the epoch clock the
+    prediction is compared with does not hold (66-80 ms a step against about 28 in a 2-learner run).
     Gossip strategies only (SSGD's count all-reduce waits inside its compute time, so its waits are not
     all logged)."""
     per = []
@@ -157,7 +162,21 @@ def own_step_s(run, rank: int, epoch: int) -> float:
         n = float(kv.get("steps", 0)) or 5.0
         waits = sum(float(kv.get(k, 0.0)) for k in ("round_wait_s", "lock_wait_s", "group_comm_s"))
         per.append((n / float(kv["steps_per_s"]) - waits) / n)
-    per = per[1:] if epoch == 1 and len(per) > 1 else per
+    per = per[1:] if len(per) > 1 else per  # the first window is not the epoch's (see above)
+    return statistics.mean(per)
+
+
+def slept_s(run, rank: int, epoch: int) -> float:
+    """Mean seconds per step of ``rank`` in ``epoch`` that ``dist.slowdown``'s sleep is proportional to:
+    the logged ``compute_s``, from ``before_step`` to the end of the backward pass (ADPSGD's also holds
+    the gradient norm, up to ``apply_step``), over the same windows as :func:`own_step_s`."""
+    per = []
+    for m in WINDOW_RE.finditer(run.log()):
+        if int(m.group(1)) != rank or int(m.group(2)) != epoch:
+            continue
+        kv = dict(item.split("=", 1) for item in m.group(3).split())
+        per.append(float(kv["compute_s"]) / (float(kv.get("steps", 0)) or 5.0))
+    per = per[1:] if len(per) > 1 else per  # the first window is not the epoch's (see above)
     return statistics.mean(per)
 
 
@@ -221,10 +240,18 @@ def part_self(work: Path, args, out: dict) -> None:
     sync = statistics.median(sync_step_s(run, 2, args.epochs, link, params) for run, _ in runs["ssgd2"][4])
     gossip = statistics.median(statistics.mean(own_step_s(run, r, args.epochs) for r in range(2))
                                for run, _ in runs["adpsgd2"][4])
+    # The part of each step the slow learner's sleep scales with (Strategy._slow_down: the wall time from
+    # before_step to the end of the backward pass), from the same calibration runs' logged compute_s.
+    sync_frac = min(1.0, statistics.median(slept_s(run, 0, args.epochs)
+                                           for run, _ in runs["ssgd2"][4]) / sync)
+    gossip_frac = min(1.0, statistics.median(statistics.mean(slept_s(run, r, args.epochs) for r in range(2))
+                                             for run, _ in runs["adpsgd2"][4]) / gossip)
     print(f"calibrated on {' and '.join(CALIBRATION)} (a core per learner): all-reducing step "
           f"{sync * 1000:.1f} ms, gossiping step {gossip * 1000:.1f} ms; gloo {link.latency_s * 1e6:.0f} us, "
           f"{link.bandwidth_Bps / 1e9:.2f} GB/s; {cores} cores shared by processor sharing; "
-          f"slow learner: compute, then idle {args.slow - 1:g} x its compute (dist.slowdown)")
+          f"slow learner: idle {args.slow - 1:g} x the wall time of the part of its step before the end of "
+          f"the backward pass (dist.slowdown): {sync_frac:.3f} of an all-reducing step, {gossip_frac:.3f} of "
+          f"a gossiping one")
     rows, errs, held = [], [], []
     for name, (n, strategy, slow, per_node, reps) in runs.items():
         times = [run.history()[-1]["seconds"] for run, _ in reps]
@@ -235,7 +262,8 @@ def part_self(work: Path, args, out: dict) -> None:
         m = n if strategy == "ssgd" else max(1, per_node)
         w = Workload(step_s=gossip if strategy == "adpsgd" else sync,
                      batches=batches_per_epoch(reps[0][0], n, m, args.epochs), params=params,
-                     slow_factor=args.slow if slow else 1.0, slow_learners=1 if slow else 0)
+                     slow_factor=args.slow if slow else 1.0, slow_learners=1 if slow else 0,
+                     slowed_frac=gossip_frac if strategy == "adpsgd" else sync_frac)
         c = Cluster(intra=link, inter=link, learners_per_node=n, cores_per_node=cores)
         pred = simulate_epoch(Plan(strategy, group_size=per_node), n, w, c).epoch_s
         err = (pred - measured) / measured

@@ -19,6 +19,14 @@ learner sends and the mean staleness of the averaging, before anybody buys clust
   ``step_s`` is a step's work in core-seconds, and a slow learner's extra time is idle, not compute: it
   computes its step (sharing the cores), then waits ``slow_factor - 1`` times that step's wall time, as
   ``dist.slowdown`` (a sleep) does. With a device each, the two readings are the same.
+- ``Workload.slowed_frac``: the part of a step that sleep is proportional to. ``Strategy._slow_down``
+  sleeps after the backward pass for ``slow_factor - 1`` times the wall time since ``before_step``; the
+  rest of the step (gradient norm, the optimizer step, ADPSGD's fold of landed averaging, the next
+  ``before_step``) is not slept for. 1 (the default) slows the whole step (a slower device); a
+  calibration reads the fraction from a run's logged ``compute_s`` (``scripts/bench_scale.py``).
+  A slow step is then ``work * (1 + (slow_factor - 1) * slowed_frac)``; on shared cores the learner
+  computes that part, sleeps, then computes the rest (SSGD, whose learners start each step together, takes
+  the sleep as that share of the step's shared wall time).
 
 **Communication costs** (``n`` learners, ``B`` bytes, ``link`` the slowest link the group spans):
 
@@ -110,6 +118,7 @@ class Workload:
     spread: float = 0.0  # coefficient of variation of a step's time
     slow_factor: float = 1.0  # the last `slow_learners` ranks step this many times slower
     slow_learners: int = 0  # (only when at least one normal learner remains)
+    slowed_frac: float = 1.0  # the part of a step the slow learner's sleep is proportional to (see above)
     seed: int = 1
 
     @property
@@ -193,7 +202,10 @@ class StepTimes:
         self._buf: Dict[int, List[float]] = {}
 
     def factor(self, rank: int) -> float:
-        return self.w.slow_factor if _is_slow(self.w, rank, self.n) else 1.0
+        """A step's wall time over its work: ``1 + (slow_factor - 1) * slowed_frac`` for a slow learner."""
+        if not _is_slow(self.w, rank, self.n):
+            return 1.0
+        return 1.0 + (self.w.slow_factor - 1.0) * self.w.slowed_frac
 
     def draw(self, rank: int) -> float:
         buf = self._buf.get(rank)
@@ -320,6 +332,8 @@ def simulate_epoch(plan: Plan, n: int, w: Workload, cluster: Cluster) -> EpochRe
         raise AsrError(f"unknown strategy {plan.strategy!r}", fix=f"use one of {', '.join(STRATEGIES)}")
     if n < 1 or w.batches < 1 or w.step_s <= 0:
         raise AsrError("the simulator needs learners >= 1, batches >= 1 and step_s > 0")
+    if not 0.0 < w.slowed_frac <= 1.0:
+        raise AsrError(f"slowed_frac must be in (0, 1], not {w.slowed_frac}")
     one = single_epoch_s(w)
     if n == 1 or plan.strategy == "single":
         if n != 1:
@@ -369,7 +383,7 @@ def _ssgd(n: int, w: Workload, cluster: Cluster):
             for k in range(steps):
                 walls[lo:lo + per_node, k] = shared_walls(list(work[lo:lo + per_node, k]),
                                                           cluster.cores_per_node)
-        walls = walls * factor  # then the slow ones wait (factor - 1) x their wall time
+        walls = walls * factor  # then the slow ones sleep: (slow_factor - 1) x slowed_frac of that wall
     slowest = np.max(walls, axis=0)
     link = cluster.link(list(range(n)))
     comm = scalar_allreduce_s(n, link) + ring_allreduce_s(n, w.model_bytes, link)
@@ -429,10 +443,17 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
     cpus = [_Cpu(eng, cluster.cores_per_node) for _ in range(nodes)]
 
     def shared_step(r: int):
-        """Rank r's step on its node's shared cores: the work, then the slow learner's idle wait."""
-        t0, f = eng.now, times.factor(r)
-        yield cpus[cluster.node(r)].run(times.draw(r) / f)
-        yield (f - 1.0) * (eng.now - t0)
+        """Rank r's step on its node's shared cores. A slow learner, as ``Strategy._slow_down``: the
+        slept-for part of the work, a sleep of (slow_factor - 1) x its wall time, then the rest."""
+        cpu, work = cpus[cluster.node(r)], times.draw(r) / times.factor(r)
+        if times.factor(r) == 1.0:
+            yield cpu.run(work)
+            return
+        t0, frac = eng.now, w.slowed_frac
+        yield cpu.run(work * frac)
+        yield (w.slow_factor - 1.0) * (eng.now - t0)
+        if frac < 1.0:
+            yield cpu.run(work * (1.0 - frac))
 
     def group(g: int):
         active, rnd, pending = g % 2 == 0, 0, None

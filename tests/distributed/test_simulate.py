@@ -2,6 +2,7 @@
 
 import itertools
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -203,3 +204,22 @@ def test_more_cores_never_slower(strategy, per_node):
     plan = Plan(strategy, group_size=per_node)
     times = [simulate_epoch(plan, 8, w, shared(c, per_node=8)).epoch_s for c in (1, 2, 4, 8, 0)]
     assert all(a >= b - 1e-9 for a, b in zip(times, times[1:])), times
+
+
+def test_slow_learner_sleeps_for_only_the_slowed_part_of_its_step_by_hand():
+    # dist.slowdown sleeps (factor - 1) x the wall time from before_step to the end of the backward pass;
+    # the rest of the step (norm, optimizer step, fold) is not slept for: slowed_frac of the step is.
+    slow = work(step_s=0.1, batches=20, slow_factor=3.0, slow_learners=1, slowed_frac=0.75)
+    # a core (or a device) each: a slow step is 0.075 + 2 x 0.075 + 0.025 = 0.25 s, 10 steps each
+    for cores in (2, 0):
+        assert simulate_epoch(Plan("adpsgd"), 2, slow, shared(cores)).epoch_s == pytest.approx(10 * 0.25)
+        assert simulate_epoch(Plan("ssgd"), 2, slow, shared(cores)).epoch_s == pytest.approx(10 * 0.25)
+    # one core, one step each: both compute at half a core; the slow one's slowed half (0.05 core-s) ends
+    # at 0.1 s, it sleeps 2 x 0.1 s; the fast one finishes alone at 0.15 s; at 0.3 s the slow one computes
+    # the rest (0.05) alone: 0.35 s. Sleeping for the whole step (slowed_frac 1) gives 0.2 + 0.4 = 0.6 s.
+    one = work(step_s=0.1, batches=2, slow_factor=3.0, slow_learners=1)
+    assert simulate_epoch(Plan("adpsgd"), 2, replace(one, slowed_frac=0.5), shared(1)).epoch_s \
+        == pytest.approx(0.35)
+    assert simulate_epoch(Plan("adpsgd"), 2, one, shared(1)).epoch_s == pytest.approx(0.6)
+    with pytest.raises(AsrError, match="slowed_frac"):
+        simulate_epoch(Plan("adpsgd"), 2, replace(one, slowed_frac=0.0), shared(1))

@@ -36,14 +36,15 @@ def test_scores_reads_only_this_runs_wer_and_cer_lines(tmp_path):
                    "%CER 8.5 | 100 1915 | 92.7 3.0 4.2 1.3 8.5 54.0 | d3_s1_greedy_dev\n"
                    "%WER 12.5 | 100 591 | 89.2 9.0 1.9 1.7 12.5 42.0 | d3_s1_lm_dev\n"
                    "%WER 99.0 | 100 591 | 1 1 1 1 99.0 99.0 | d3_s10_lm_dev\n")
-    assert an4_sweep.scores(log, "d3_s1") == {"wer_greedy_dev": 16.4, "cer_greedy_dev": 8.5, "wer_lm_dev": 12.5}
+    assert an4_sweep.scores(log, "d3_s1") == {"wer_greedy_dev": 16.4, "cer_greedy_dev": 8.5,
+                                              "wer_lm_dev": 12.5}
     assert an4_sweep.scores(tmp_path / "missing.log", "d3_s1") == {}
 
 
 def test_curve_reads_dev_loss_and_epoch_seconds(tmp_path):
     (tmp_path / "train.log").write_text(
-        "2026-11-26 06:25:58 [0] INFO asrtrain.train: epoch 1: train_loss 2.5 dev_loss 1.6483 lr 2.00e-03 (8 s)\n"
-        "2026-11-26 06:26:06 [0] INFO asrtrain.train: epoch 2: train_loss 1.0 dev_loss 0.8137 lr 1.98e-03 (9 s)\n")
+        "06:25:58 [0] INFO asrtrain.train: epoch 1: train_loss 2.5 dev_loss 1.6483 lr 2.00e-03 (8 s)\n"
+        "06:26:06 [0] INFO asrtrain.train: epoch 2: train_loss 1.0 dev_loss 0.8137 lr 1.98e-03 (9 s)\n")
     assert an4_sweep.curve(tmp_path) == {"dev_loss": [1.6483, 0.8137], "epoch_s": [8, 9]}
 
 
