@@ -13,9 +13,10 @@
    rounds, the median compared. Two of them calibrate: ``ssgd2`` gives the time of an all-reducing step
    and ``adpsgd2`` that of a gossiping one (its own compute, its waits excluded), both with a core per
    learner (median over the repeats); gloo's latency and bandwidth come from a ping-pong of 2 processes.
-   The simulator, with the machine's cores shared by processor sharing (``Cluster.cores_per_node``) and
-   the slow learner idle for twice the part of its step before the end of the backward pass (what
-   ``dist.slowdown`` does; that part's share of a step read from the same runs' logged ``compute_s``),
+   The simulator, with the machine's cores shared by processor sharing (``Cluster.cores_per_node``; the
+   computes and, since 2026-11-26, the collectives) and the slow learner idle for twice the part of its
+   step before the end of the backward pass (what ``dist.slowdown`` does; that part's share of a step
+   read from the same runs' logged ``compute_s``),
    then predicts rank 0's last-epoch time of every run: the other runs are predictions from those two
    step times, not fits.
 
@@ -192,12 +193,13 @@ def model_params(run) -> int:
     return sum(t.numel() for t in state.values() if t.is_floating_point())
 
 
-def sync_step_s(run, n: int, epochs: int, link: Link, params: int) -> float:
+def sync_step_s(run, n: int, epochs: int, link: Link, params: int, cores: int) -> float:
     """Seconds of one step of a synchronous run (ssgd) without the model's communication: its epoch over
-    its steps, less the count and gradient all-reduces the model charges."""
-    from asrtrain.distributed.simulate import ring_allreduce_s, scalar_allreduce_s
+    its steps, less the count and gradient all-reduces the model charges (on ``cores`` shared cores)."""
+    from asrtrain.distributed.simulate import collective_share, ring_allreduce_s, scalar_allreduce_s
     per_step = run.history()[-1]["seconds"] / (run.steps(0) / epochs)
-    return per_step - scalar_allreduce_s(n, link) - ring_allreduce_s(n, 4 * params, link)
+    share = collective_share(list(range(n)), Cluster(link, link, n, cores_per_node=cores))
+    return per_step - (scalar_allreduce_s(n, link) + ring_allreduce_s(n, 4 * params, link)) * share
 
 
 # Calibration: the two runs the step times come from (one core per learner); the rest are predicted.
@@ -237,7 +239,8 @@ def part_self(work: Path, args, out: dict) -> None:
     # The two step times, each from its calibration runs (median over the repeats): an all-reducing step
     # (ssgd; H-ADPSGD's groups all-reduce every step the same way) and a gossiping step (adpsgd's own
     # compute, its waits excluded).
-    sync = statistics.median(sync_step_s(run, 2, args.epochs, link, params) for run, _ in runs["ssgd2"][4])
+    sync = statistics.median(sync_step_s(run, 2, args.epochs, link, params, cores)
+                             for run, _ in runs["ssgd2"][4])
     gossip = statistics.median(statistics.mean(own_step_s(run, r, args.epochs) for r in range(2))
                                for run, _ in runs["adpsgd2"][4])
     # The part of each step the slow learner's sleep scales with (Strategy._slow_down: the wall time from

@@ -58,7 +58,16 @@ implement them):
   landed, then a world all-reduce of the float64 weights (the consensus distance) runs.
 - With shared cores, an SSGD step starts on every learner at once (the count all-reduce before the
   forward pass is a barrier), so its learners share the cores for the whole step; ADPSGD and H-ADPSGD
-  groups step out of phase and share them only while their computes overlap. Communication takes no core.
+  groups step out of phase and share them only while their computes overlap.
+- With shared cores, a *collective* takes cores too (since 2026-11-26): its link time was calibrated with
+  each process on a core of its own, and every process needs a core to progress (gloo's copies,
+  reductions and socket work). So each member's part is a job of that many core-seconds on its node's
+  cores, shared with whatever else runs there. SSGD's all-reduces and the epoch-end world all-reduce are
+  entered by every learner at once with nothing else running, so they take ``max(1, m / k)`` times the
+  link time (m of the collective's learners on the busiest node, k cores); H-ADPSGD's in-group all-reduce
+  and broadcast run beside the other groups' computes, so they take that or longer. ADPSGD's gossip
+  exchanges (a communication thread) take no core: the gossiping step is calibrated from a run whose
+  compute already shared the cores with those threads, so charging them again would count them twice.
 
 **Outputs** (:class:`EpochResult`): epoch seconds, speed-up (one normal-speed learner's epoch over
 this one, the same data), bytes sent per learner in the epoch, and staleness: the mean, over active
@@ -71,6 +80,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, Iterator, List
 
@@ -371,6 +381,16 @@ def shared_walls(works: List[float], cores: int) -> List[float]:
     return walls
 
 
+def collective_share(ranks: List[int], cluster: Cluster) -> float:
+    """A collective's wall time over its link time when ``ranks`` enter it together and nothing else runs:
+    ``max(1, m / k)``, m the most of them on one node, k its cores (every process needs a core to
+    progress); 1 with a device each."""
+    if cluster.cores_per_node <= 0:
+        return 1.0
+    busiest = max(Counter(cluster.node(r) for r in ranks).values())
+    return max(1.0, busiest / cluster.cores_per_node)
+
+
 def _ssgd(n: int, w: Workload, cluster: Cluster):
     steps = math.ceil(w.batches / n)
     times = StepTimes(w, n)
@@ -386,7 +406,8 @@ def _ssgd(n: int, w: Workload, cluster: Cluster):
         walls = walls * factor  # then the slow ones sleep: (slow_factor - 1) x slowed_frac of that wall
     slowest = np.max(walls, axis=0)
     link = cluster.link(list(range(n)))
-    comm = scalar_allreduce_s(n, link) + ring_allreduce_s(n, w.model_bytes, link)
+    comm = (scalar_allreduce_s(n, link) + ring_allreduce_s(n, w.model_bytes, link)) \
+        * collective_share(list(range(n)), cluster)  # all in it at once, after every learner's compute
     nbytes = steps * 2 * (n - 1) / n * w.model_bytes
     return float(slowest.sum()) + steps * comm, nbytes, 0.0, float(steps)
 
@@ -455,6 +476,14 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
         if frac < 1.0:
             yield cpu.run(work * (1.0 - frac))
 
+    def collective(g: int, seconds: float):
+        """Group g's members in a collective of ``seconds`` link time, on shared cores: each member's part
+        is a job of that many core-seconds on its node's cores."""
+        if seconds <= 0.0:
+            return
+        for done in [cpus[cluster.node(r)].run(seconds) for r in range(g * m, (g + 1) * m)]:
+            yield done
+
     def group(g: int):
         active, rnd, pending = g % 2 == 0, 0, None
         mine = share(g)
@@ -474,13 +503,17 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
                 members = [eng.spawn(shared_step(r)) for r in range(g * m, (g + 1) * m)]
                 for done in members:
                     yield done
-                yield group_comm
+                yield from collective(g, group_comm)
             else:
                 yield max(times.draw(r) for r in range(g * m, (g + 1) * m)) + group_comm
             steps[g] += 1
             if active and not plan.delay_by_one:
                 yield pending
-            yield cluster.fold_s + bcast
+            if cluster.cores_per_node > 0:
+                yield cluster.fold_s
+                yield from collective(g, bcast)
+            else:
+                yield cluster.fold_s + bcast
         if pending is not None:
             yield pending
         finish[g] = eng.now
@@ -489,7 +522,8 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
         eng.spawn(group(g))
     eng.run()
     world = cluster.link(list(range(n)))
-    end = ring_allreduce_s(n, 8 * w.params, world) + scalar_allreduce_s(n, world)
+    end = (ring_allreduce_s(n, 8 * w.params, world) + scalar_allreduce_s(n, world)) \
+        * collective_share(list(range(n)), cluster)  # every learner done: nothing else on the cores
     total_steps = sum(steps)
     rounds = len(stale)
     nbytes = (2 * rounds * msg + total_steps * (2 * (m - 1) + (m - 1)) * w.model_bytes) / n \

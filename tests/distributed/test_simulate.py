@@ -15,8 +15,8 @@ from tests.cli_helpers import one_error, run
 FREE = Link(0.0, 1e30)  # no latency, (practically) infinite bandwidth
 
 
-def cluster(intra=FREE, inter=FREE, per_node=8, overhead=0.0, fold=0.0):
-    return Cluster(intra, inter, per_node, overhead, fold)
+def cluster(intra=FREE, inter=FREE, per_node=8, overhead=0.0, fold=0.0, cores=0):
+    return Cluster(intra, inter, per_node, overhead, fold, cores)
 
 
 def work(**kw):
@@ -105,15 +105,17 @@ def test_hadpsgd_bytes_and_group_step_by_hand():
     assert r.bytes_per_learner == pytest.approx(per_learner)
 
 
-def test_more_bandwidth_never_slows_a_run():
+@pytest.mark.parametrize("cores", [0, 2])  # a device each; 4 learners a node sharing 2 cores
+def test_more_bandwidth_never_slows_a_run(cores):
     w = work(step_s=0.2, batches=96, params=50_000, spread=0.2)
     for label, n, bw in itertools.product(["ssgd", "adpsgd", "adpsgd-random", "adpsgd-dbo", "h-adpsgd"],
                                           [4, 8, 16], [2e5, 1e6, 5e6]):
-        slow = cluster(Link(1e-4, 4 * bw), Link(1e-3, bw), per_node=4, overhead=0.01, fold=0.005)
-        fast = cluster(Link(1e-4, 8 * bw), Link(1e-3, 2 * bw), per_node=4, overhead=0.01, fold=0.005)
+        slow = cluster(Link(1e-4, 4 * bw), Link(1e-3, bw), per_node=4, overhead=0.01, fold=0.005, cores=cores)
+        fast = cluster(Link(1e-4, 8 * bw), Link(1e-3, 2 * bw), per_node=4, overhead=0.01, fold=0.005,
+                       cores=cores)
         plan = parse_plan(label)
         assert simulate_epoch(plan, n, w, fast).epoch_s <= simulate_epoch(plan, n, w, slow).epoch_s + 1e-9, \
-            (label, n, bw)
+            (label, n, bw, cores)
 
 
 def test_delay_by_one_is_never_slower():
@@ -167,8 +169,8 @@ def test_simulate_command(tmp_path):
 
 # -- learners sharing the cores of one machine (processor sharing) ------------------------------------
 
-def shared(cores, per_node=8, **kw):
-    return Cluster(FREE, FREE, per_node, 0.0, 0.0, cores)
+def shared(cores, per_node=8, link=FREE):
+    return Cluster(link, link, per_node, 0.0, 0.0, cores)
 
 
 def test_shared_walls_by_hand():
@@ -198,12 +200,32 @@ def test_four_learners_on_two_cores_by_hand():
     assert simulate_epoch(Plan("adpsgd"), 4, slow, shared(0)).epoch_s == pytest.approx(10 * 0.3)
 
 
+@pytest.mark.parametrize("link", [FREE, Link(1e-3, 4000 / 0.05)])  # free; 50 ms a model
 @pytest.mark.parametrize("strategy,per_node", [("ssgd", 0), ("adpsgd", 0), ("h-adpsgd", 2)])
-def test_more_cores_never_slower(strategy, per_node):
+def test_more_cores_never_slower(strategy, per_node, link):
     w = work(step_s=0.1, batches=48, spread=0.3, slow_factor=2.0, slow_learners=1)
     plan = Plan(strategy, group_size=per_node)
-    times = [simulate_epoch(plan, 8, w, shared(c, per_node=8)).epoch_s for c in (1, 2, 4, 8, 0)]
+    times = [simulate_epoch(plan, 8, w, shared(c, per_node=8, link=link)).epoch_s for c in (1, 2, 4, 8, 0)]
     assert all(a >= b - 1e-9 for a, b in zip(times, times[1:])), times
+
+
+def test_collectives_share_the_cores_by_hand():
+    # A collective's link time assumes a core per process; m processes in it on k < m cores take m / k
+    # times as long (each needs a core to copy, reduce and move bytes).
+    w = work(step_s=0.1, batches=40, params=1000)  # 4000 bytes
+    link = Link(0.0, 60000.0)  # ring all-reduce of 4: 2 x 3/4 x 4000 / 60000 = 0.1 s; the count: 0
+    # SSGD, 4 learners, 10 steps: compute 0.1 s and all-reduce 0.1 s on 4 cores (or a device each) ...
+    for cores in (4, 0):
+        assert simulate_epoch(Plan("ssgd"), 4, w, shared(cores, link=link)).epoch_s == pytest.approx(10 * 0.2)
+    # ... and on 2 cores both take twice as long
+    assert simulate_epoch(Plan("ssgd"), 4, w, shared(2, link=link)).epoch_s == pytest.approx(10 * 0.4)
+    # H-ADPSGD, 2 groups of 2 in phase, 1 s steps, 1 s in-group all-reduce and 1 s broadcast, a 2.002 s
+    # exchange (it overlaps the step) and a 3 s world all-reduce of the float64 weights at the end. On 2
+    # cores the four learners run every part at half a core: 10 x (2 + 2 + 2) + 2 x 3.
+    w, link = work(step_s=1.0, batches=40, params=1000), Link(0.0, 4000.0)
+    h = Plan("h-adpsgd", group_size=2)
+    assert simulate_epoch(h, 4, w, shared(4, link=link)).epoch_s == pytest.approx(10 * 3.002 + 3)
+    assert simulate_epoch(h, 4, w, shared(2, link=link)).epoch_s == pytest.approx(10 * 6 + 6)
 
 
 def test_slow_learner_sleeps_for_only_the_slowed_part_of_its_step_by_hand():
