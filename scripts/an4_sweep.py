@@ -67,6 +67,15 @@ def prepare(data: Path, work: Path, flac_dir: Path | None, nj: int) -> None:
                     "--nj", str(nj)], check=True)
 
 
+def recipe_cmd(work: Path, first_stage: int, tag: str, seed: int, decode_sets: str, sets: list[str]) -> list:
+    """``run.sh`` from ``first_stage`` to 6 for one run: its tag, seed, decoded sets and ``--set`` lines."""
+    cmd = ["bash", str(RUN), "--work", str(work), "--stage", str(first_stage), "--stop-stage", "6",
+           "--tag", tag, "--seed", str(seed), "--decode-sets", decode_sets]
+    for s in sets:
+        cmd += ["--set", s]
+    return cmd
+
+
 def scores(logfile: Path, tag: str) -> dict:
     out = {}
     if not logfile.exists():
@@ -130,14 +139,10 @@ def main() -> None:
         while queue and len(running) < args.concurrency and time.monotonic() - T0 < args.train_deadline:
             name, sets, seed = queue.pop(0)
             tag = f"{name}_s{seed}"
-            cmd = ["bash", str(RUN), "--work", str(args.work), "--stage", "4", "--stop-stage", "6",
-                   "--tag", tag, "--seed", str(seed), "--decode-sets", "dev",
-                   "--set", f"train.threads={args.threads}"]
-            for s in sets:
-                cmd += ["--set", s]
-            fh = open(logs / f"{tag}.log", "w")
-            running[tag] = (subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                             start_new_session=True), time.monotonic())
+            cmd = recipe_cmd(args.work, 4, tag, seed, "dev", [f"train.threads={args.threads}", *sets])
+            with open(logs / f"{tag}.log", "w") as fh:  # the child keeps its own copy of the descriptor
+                running[tag] = (subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                                 start_new_session=True), time.monotonic())
             log(f"start {tag} {' '.join(sets)}")
         if not running:
             break
@@ -181,11 +186,7 @@ def main() -> None:
     if args.test_winner and winner and winner != variants[0][0]:
         for seed in seeds:
             tag = f"{winner}_s{seed}"
-            sets = dict(variants)[winner]
-            cmd = ["bash", str(RUN), "--work", str(args.work), "--stage", "5", "--stop-stage", "6",
-                   "--tag", tag, "--seed", str(seed), "--decode-sets", "test"]
-            for s in sets:
-                cmd += ["--set", s]
+            cmd = recipe_cmd(args.work, 5, tag, seed, "test", dict(variants)[winner])
             with open(logs / f"{tag}.test.log", "w") as fh:
                 subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
             test[seed] = scores(logs / f"{tag}.test.log", tag)

@@ -146,6 +146,17 @@ def reuse(work: Path, names) -> list:
 WINDOW_RE = re.compile(r"\[(\d+)\] INFO \S+: \[learner \d+\] epoch (\d+) step \d+/\d+ (.*)$", re.M)
 
 
+def _windows(run, rank: int, epoch: int) -> list:
+    """``rank``'s log windows of ``epoch`` as (key=value dict, steps in the window), the first one dropped
+    when there are more (see :func:`own_step_s`: it is not the epoch's)."""
+    rows = []
+    for m in WINDOW_RE.finditer(run.log()):
+        if int(m.group(1)) == rank and int(m.group(2)) == epoch:
+            kv = dict(item.split("=", 1) for item in m.group(3).split())
+            rows.append((kv, float(kv.get("steps", 0)) or 5.0))
+    return rows[1:] if len(rows) > 1 else rows
+
+
 def own_step_s(run, rank: int, epoch: int) -> float:
     """Mean seconds per step of ``rank`` in ``epoch`` *without* its logged waits for others (the averaging
     round, the lock, the all-reduce inside an H-ADPSGD group), over its log windows: the compute it really
@@ -156,14 +167,9 @@ def own_step_s(run, rank: int, epoch: int) -> float:
     Gossip strategies only (SSGD's count all-reduce waits inside its compute time, so its waits are not
     all logged)."""
     per = []
-    for m in WINDOW_RE.finditer(run.log()):
-        if int(m.group(1)) != rank or int(m.group(2)) != epoch:
-            continue
-        kv = dict(item.split("=", 1) for item in m.group(3).split())
-        n = float(kv.get("steps", 0)) or 5.0
+    for kv, n in _windows(run, rank, epoch):
         waits = sum(float(kv.get(k, 0.0)) for k in ("round_wait_s", "lock_wait_s", "group_comm_s"))
         per.append((n / float(kv["steps_per_s"]) - waits) / n)
-    per = per[1:] if len(per) > 1 else per  # the first window is not the epoch's (see above)
     return statistics.mean(per)
 
 
@@ -171,14 +177,7 @@ def slept_s(run, rank: int, epoch: int) -> float:
     """Mean seconds per step of ``rank`` in ``epoch`` that ``dist.slowdown``'s sleep is proportional to:
     the logged ``compute_s``, from ``before_step`` to the end of the backward pass (ADPSGD's also holds
     the gradient norm, up to ``apply_step``), over the same windows as :func:`own_step_s`."""
-    per = []
-    for m in WINDOW_RE.finditer(run.log()):
-        if int(m.group(1)) != rank or int(m.group(2)) != epoch:
-            continue
-        kv = dict(item.split("=", 1) for item in m.group(3).split())
-        per.append(float(kv["compute_s"]) / (float(kv.get("steps", 0)) or 5.0))
-    per = per[1:] if len(per) > 1 else per  # the first window is not the epoch's (see above)
-    return statistics.mean(per)
+    return statistics.mean(float(kv["compute_s"]) / n for kv, n in _windows(run, rank, epoch))
 
 
 def batches_per_epoch(run, n: int, m: int, epochs: int) -> int:

@@ -466,8 +466,9 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
     def shared_step(r: int):
         """Rank r's step on its node's shared cores. A slow learner, as ``Strategy._slow_down``: the
         slept-for part of the work, a sleep of (slow_factor - 1) x its wall time, then the rest."""
-        cpu, work = cpus[cluster.node(r)], times.draw(r) / times.factor(r)
-        if times.factor(r) == 1.0:
+        cpu, factor = cpus[cluster.node(r)], times.factor(r)
+        work = times.draw(r) / factor
+        if factor == 1.0:
             yield cpu.run(work)
             return
         t0, frac = eng.now, w.slowed_frac
