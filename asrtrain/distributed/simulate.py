@@ -77,15 +77,15 @@ side's snapshot is written back at once, so it is 0 there).
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Iterator, List
+from typing import Dict, List
 
 import numpy as np
 
+from asrtrain.distributed.simengine import Cpu, Engine, shared_walls
 from asrtrain.errors import AsrError
 
 STRATEGIES = ("single", "ssgd", "adpsgd", "h-adpsgd")
@@ -232,102 +232,6 @@ class StepTimes:
         return base * np.exp(self.sigma * rng.standard_normal(k) - self.sigma ** 2 / 2)
 
 
-# -- a tiny discrete-event engine ---------------------------------------------------------------------
-
-class _Signal:
-    """A one-shot event processes can wait on (``yield signal``)."""
-
-    def __init__(self, eng: "_Engine"):
-        self.eng, self.done, self._waiters = eng, False, []
-
-    def fire(self) -> None:
-        self.done = True
-        for cb in self._waiters:
-            self.eng.call_at(self.eng.now, cb)
-        self._waiters = []
-
-    def then(self, cb: Callable[[], None]) -> None:
-        if self.done:
-            self.eng.call_at(self.eng.now, cb)
-        else:
-            self._waiters.append(cb)
-
-
-class _Engine:
-    """Processes are generators yielding a delay in seconds or a :class:`_Signal` to wait for."""
-
-    def __init__(self):
-        self.now, self._q, self._seq = 0.0, [], 0
-
-    def call_at(self, t: float, fn: Callable[[], None]) -> None:
-        heapq.heappush(self._q, (t, self._seq, fn))
-        self._seq += 1
-
-    def spawn(self, proc: Iterator) -> _Signal:
-        """Start ``proc`` now (it runs to its first yield at once); the signal fires when it ends."""
-        done = _Signal(self)
-        self._advance(proc, done)
-        return done
-
-    def _advance(self, proc: Iterator, done: _Signal) -> None:
-        try:
-            cmd = next(proc)
-        except StopIteration:
-            done.fire()
-            return
-        if isinstance(cmd, _Signal):
-            cmd.then(lambda: self._advance(proc, done))
-        else:
-            self.call_at(self.now + max(0.0, float(cmd)), lambda: self._advance(proc, done))
-
-    def run(self) -> None:
-        while self._q:
-            self.now, _, fn = heapq.heappop(self._q)
-            fn()
-
-
-class _Cpu:
-    """``cores`` cores shared by processor sharing: m running jobs each progress at ``min(1, cores / m)``
-    core-seconds per second. ``run(work)`` gives a signal that fires when ``work`` core-seconds are done."""
-
-    def __init__(self, eng: _Engine, cores: int):
-        self.eng, self.cores = eng, max(1, cores)
-        self.jobs: Dict[int, List] = {}  # id -> [remaining work, signal]
-        self.last, self.version, self._ids = 0.0, 0, 0
-
-    def _rate(self) -> float:
-        return min(1.0, self.cores / len(self.jobs)) if self.jobs else 0.0
-
-    def _advance(self) -> None:
-        gone = (self.eng.now - self.last) * self._rate()
-        for job in self.jobs.values():
-            job[0] -= gone
-        self.last = self.eng.now
-
-    def _schedule(self) -> None:
-        self.version += 1
-        if self.jobs:
-            version = self.version
-            left = min(job[0] for job in self.jobs.values())
-            self.eng.call_at(self.eng.now + max(0.0, left) / self._rate(), lambda: self._finish(version))
-
-    def _finish(self, version: int) -> None:
-        if version != self.version:
-            return  # the set of jobs changed since this finish was planned
-        self._advance()
-        for i in [i for i, job in self.jobs.items() if job[0] <= 1e-9]:
-            self.jobs.pop(i)[1].fire()
-        self._schedule()
-
-    def run(self, work: float) -> _Signal:
-        self._advance()
-        done = _Signal(self.eng)
-        self._ids += 1
-        self.jobs[self._ids] = [float(work), done]
-        self._schedule()
-        return done
-
-
 # -- the strategies -----------------------------------------------------------------------------------
 
 def group_size_for(plan: Plan, n: int, cluster: Cluster) -> int:
@@ -364,21 +268,6 @@ def simulate_epoch(plan: Plan, n: int, w: Workload, cluster: Cluster) -> EpochRe
 def single_epoch_s(w: Workload) -> float:
     """One normal-speed learner over all batches (rank 0's draws)."""
     return float(StepTimes(replace(w, slow_learners=0), 1).block(0, w.batches).sum())
-
-
-def shared_walls(works: List[float], cores: int) -> List[float]:
-    """Wall times of jobs that start together on ``cores`` shared cores (processor sharing, each job at
-    most one core); ``cores`` 0 means a device each (wall = work)."""
-    if cores <= 0 or len(works) <= cores:
-        return list(works)
-    order = sorted(range(len(works)), key=lambda i: works[i])
-    walls, t, done = [0.0] * len(works), 0.0, 0.0
-    for k, i in enumerate(order):
-        running = len(works) - k
-        t += (works[i] - done) * running / min(cores, running)
-        done = works[i]
-        walls[i] = t
-    return walls
 
 
 def collective_share(ranks: List[int], cluster: Cluster) -> float:
@@ -421,7 +310,7 @@ class _Nic:
 
 def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
     """ADPSGD (m = 1) or H-ADPSGD (groups of m): event-driven."""
-    eng, times = _Engine(), StepTimes(w, n)
+    eng, times = Engine(), StepTimes(w, n)
     groups = n // m
     leader = [g * m for g in range(groups)]
     glink = cluster.link(list(range(m)))
@@ -461,7 +350,7 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
         yield passive_free[p] + cluster.exchange_overhead_s - eng.now
         stale.append(steps[a] - snap)
 
-    cpus = [_Cpu(eng, cluster.cores_per_node) for _ in range(nodes)]
+    cpus = [Cpu(eng, cluster.cores_per_node) for _ in range(nodes)]
 
     def shared_step(r: int):
         """Rank r's step on its node's shared cores. A slow learner, as ``Strategy._slow_down``: the

@@ -1,0 +1,122 @@
+"""The simulator's machinery (:mod:`asrtrain.distributed.simulate`): a tiny discrete-event engine and
+processor sharing of a node's cores.
+
+- :class:`Engine` runs processes: generators that yield a delay in seconds or a :class:`Signal` to
+  wait for.
+- :class:`Cpu` is ``cores`` cores shared by processor sharing: m running jobs each progress at
+  ``min(1, cores / m)`` core-seconds per second.
+- :func:`shared_walls` is the closed form of the same sharing for jobs that start together (SSGD's step).
+"""
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Dict, Iterator, List
+
+
+class Signal:
+    """A one-shot event processes can wait on (``yield signal``)."""
+
+    def __init__(self, eng: "Engine"):
+        self.eng, self.done, self._waiters = eng, False, []
+
+    def fire(self) -> None:
+        self.done = True
+        for cb in self._waiters:
+            self.eng.call_at(self.eng.now, cb)
+        self._waiters = []
+
+    def then(self, cb: Callable[[], None]) -> None:
+        if self.done:
+            self.eng.call_at(self.eng.now, cb)
+        else:
+            self._waiters.append(cb)
+
+
+class Engine:
+    """Processes are generators yielding a delay in seconds or a :class:`Signal` to wait for."""
+
+    def __init__(self):
+        self.now, self._q, self._seq = 0.0, [], 0
+
+    def call_at(self, t: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._q, (t, self._seq, fn))
+        self._seq += 1
+
+    def spawn(self, proc: Iterator) -> Signal:
+        """Start ``proc`` now (it runs to its first yield at once); the signal fires when it ends."""
+        done = Signal(self)
+        self._advance(proc, done)
+        return done
+
+    def _advance(self, proc: Iterator, done: Signal) -> None:
+        try:
+            cmd = next(proc)
+        except StopIteration:
+            done.fire()
+            return
+        if isinstance(cmd, Signal):
+            cmd.then(lambda: self._advance(proc, done))
+        else:
+            self.call_at(self.now + max(0.0, float(cmd)), lambda: self._advance(proc, done))
+
+    def run(self) -> None:
+        while self._q:
+            self.now, _, fn = heapq.heappop(self._q)
+            fn()
+
+
+class Cpu:
+    """``cores`` cores shared by processor sharing: m running jobs each progress at ``min(1, cores / m)``
+    core-seconds per second. ``run(work)`` gives a signal that fires when ``work`` core-seconds are done."""
+
+    def __init__(self, eng: Engine, cores: int):
+        self.eng, self.cores = eng, max(1, cores)
+        self.jobs: Dict[int, List] = {}  # id -> [remaining work, signal]
+        self.last, self.version, self._ids = 0.0, 0, 0
+
+    def _rate(self) -> float:
+        return min(1.0, self.cores / len(self.jobs)) if self.jobs else 0.0
+
+    def _advance(self) -> None:
+        gone = (self.eng.now - self.last) * self._rate()
+        for job in self.jobs.values():
+            job[0] -= gone
+        self.last = self.eng.now
+
+    def _schedule(self) -> None:
+        self.version += 1
+        if self.jobs:
+            version = self.version
+            left = min(job[0] for job in self.jobs.values())
+            self.eng.call_at(self.eng.now + max(0.0, left) / self._rate(), lambda: self._finish(version))
+
+    def _finish(self, version: int) -> None:
+        if version != self.version:
+            return  # the set of jobs changed since this finish was planned
+        self._advance()
+        for i in [i for i, job in self.jobs.items() if job[0] <= 1e-9]:
+            self.jobs.pop(i)[1].fire()
+        self._schedule()
+
+    def run(self, work: float) -> Signal:
+        self._advance()
+        done = Signal(self.eng)
+        self._ids += 1
+        self.jobs[self._ids] = [float(work), done]
+        self._schedule()
+        return done
+
+
+def shared_walls(works: List[float], cores: int) -> List[float]:
+    """Wall times of jobs that start together on ``cores`` shared cores (processor sharing, each job at
+    most one core); ``cores`` 0 means a device each (wall = work)."""
+    if cores <= 0 or len(works) <= cores:
+        return list(works)
+    order = sorted(range(len(works)), key=lambda i: works[i])
+    walls, t, done = [0.0] * len(works), 0.0, 0.0
+    for k, i in enumerate(order):
+        running = len(works) - k
+        t += (works[i] - done) * running / min(cores, running)
+        done = works[i]
+        walls[i] = t
+    return walls
