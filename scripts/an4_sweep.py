@@ -110,21 +110,32 @@ def pick_winner(order: list[str], results: dict) -> str | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--flac-dir", type=Path)
-    ap.add_argument("--work", type=Path, required=True)
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--variant", action="append", required=True)
-    ap.add_argument("--seeds", default="1,2,3")
-    ap.add_argument("--concurrency", type=int, default=6)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--nj", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--train-deadline", type=float, default=1e9)
-    ap.add_argument("--test-winner", action="store_true")
+    ap.add_argument("--data", type=Path, required=True,
+                    help="prepared data dirs train/ dev/ test/ (asrtrain prepare an4)")
+    ap.add_argument("--flac-dir", type=Path, help="replaces @FLAC@ at the start of wav.scp paths")
+    ap.add_argument("--work", type=Path, required=True, help="the recipe's --work (data, dump, exp, logs)")
+    ap.add_argument("--out", type=Path, required=True, help="where sweep.json and sweep.md are written")
+    ap.add_argument("--variant", action="append", required=True,
+                    help="NAME[:key=value,...], run.sh --set lines; the first is the recipe to beat (repeat)")
+    ap.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds (default 1,2,3)")
+    ap.add_argument("--concurrency", type=int, default=6, help="runs at a time (default 6)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads per run (default 2)")
+    ap.add_argument("--nj", type=int, default=os.cpu_count() or 2, help="feature jobs (default: the cores)")
+    ap.add_argument("--train-deadline", type=float, default=1e9,
+                    help="seconds from the start after which unfinished runs are stopped, never scored")
+    ap.add_argument("--test-winner", action="store_true",
+                    help="decode test for the winner on dev, when it is not the first variant")
     args = ap.parse_args()
+    for part in ("train", "dev", "test"):
+        if not (args.data / part / "wav.scp").is_file():
+            sys.exit(f"an4_sweep: {args.data / part / 'wav.scp'} not found; give --data the dirs "
+                     "`asrtrain prepare an4 AN4_DIR DATA` wrote")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        sys.exit(f"an4_sweep: --seeds {args.seeds!r}: give integers separated by commas, e.g. 1,2,3")
 
     variants = [parse_variant(v) for v in args.variant]
-    seeds = [int(s) for s in args.seeds.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     logs = args.work / "logs"
     logs.mkdir(parents=True, exist_ok=True)

@@ -52,3 +52,11 @@ def test_curve_reads_dev_loss_and_epoch_seconds(tmp_path):
 def test_a_variant_name_that_cannot_be_a_tag_is_refused(bad):
     with pytest.raises(SystemExit, match="variant name"):
         an4_sweep.parse_variant(f"{bad}:model.dropout=0.3")
+
+
+def test_missing_data_dir_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["an4_sweep.py", "--data", str(tmp_path / "nope"), "--work",
+                                      str(tmp_path / "w"), "--out", str(tmp_path / "o"), "--variant", "base"])
+    with pytest.raises(SystemExit, match=r"nope/train/wav.scp not found; give --data"):
+        an4_sweep.main()
+    assert not (tmp_path / "w").exists()
