@@ -202,7 +202,8 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
     names = [k for k in LB_STRATEGIES if n >= 4 or k != "adpsgd-random"]  # at 2 the only partner is fixed
     print(f"== 4. large batch: {n} learners, global batch m x {b} frames (m in {s['lb_mult']}), {epochs} "
           f"epochs, seeds {seeds}, lr rule {s['lr_rule']}; learner-averaged model on dev", flush=True)
-    base = common_sets(s) + [f"train.epochs={epochs}", f"dist.timeout_s={max(120, 20 * n)}"]
+    base = common_sets(s) + [f"train.epochs={epochs}", f"dist.timeout_s={max(120, 20 * n)}",
+                             f"train.keep_checkpoints={epochs}"]  # every epoch's averaged model is evaluated
     curves = {}
     for m in s["lb_mult"]:
         per = b * m // n

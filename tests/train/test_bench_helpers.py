@@ -22,3 +22,15 @@ def test_averaged_dev_curve_evaluates_every_epoch_checkpoint(data, tmp_path):  #
     assert [row["epoch"] for row in rows] == [1, 2]
     assert all(math.isfinite(row["dev_loss"]) and row["dev_loss"] > 0 and row["dev_wer"] >= 0 for row in rows)
     assert averaged_dev_curve(run, Corpus(tr, dev, dev, dev / "text", tok, 40, None), last_only=True) == rows[-1:]
+
+
+def test_averaged_dev_curve_numbers_epochs_from_the_checkpoints_kept(data, tmp_path):  # noqa: F811
+    """With fewer checkpoints kept than epochs run, each row is the epoch its checkpoint holds (the 16-learner
+    large-batch grid evaluates 10 epochs; numbering them from 1 mislabelled the last 5 as epochs 1-5)."""
+    from bench_common import Corpus, Run, averaged_dev_curve
+    tr, dev, tok = data
+    exp = tmp_path / "runs" / "kept"
+    r = train(data, exp, ["train.max_frames=1600", "train.epochs=3", "train.keep_checkpoints=2"])
+    assert r.exit_code == 0, r.output
+    rows = averaged_dev_curve(Run(exp, 0.0), Corpus(tr, dev, dev, dev / "text", tok, 40, None))
+    assert [row["epoch"] for row in rows] == [2, 3]
