@@ -25,8 +25,11 @@ smaller, ``model.num_layers=2 model.hidden=128`` (``--quick``: 1 x 32), warmup 1
    **learner-averaged** model of every epoch checkpoint (dev loss per token and greedy dev WER), and
    shows fixed vs random partners per epoch with each schedule's spectral gap; writes largebatch.png and
    largebatch.md into --work. (Before issue 13 this part read each learner's own model's dev loss.)
+   --lb-reuse reads back finished runs (their curve.json) and trains only the missing ones.
+   What the README quotes (about 2 h on 2 cores; B = 1000 x 16 frames leaves every model on CTC's
+   plateau after 10 epochs, so B is one utterance per learner):
 
-       python scripts/bench_strategies.py --parts largebatch --learners 16
+       python scripts/bench_strategies.py --parts largebatch --learners 16 --lb-base 5000 --lb-epochs 10
 
 Full-run data: --hours 1.0 of synthetic training speech (~1160 utterances), 100 dev and 200 test
 utterances; parts 1 and 2 use max_frames 4000 per learner, 2 and 3 epochs. The README's step and
@@ -170,7 +173,7 @@ def largebatch_sizes(quick: bool, args) -> dict:
     base = args.lb_base or (750 if quick else 1000) * args.learners
     mult = args.lb_mult or ((1, 2) if quick else (1, 2, 3, 4))
     return dict(lb_base=base, lb_mult=mult, learners=args.learners, lb_seeds=args.lb_seeds,
-                lr_rule=args.lr_rule)
+                lr_rule=args.lr_rule, lb_reuse=args.lb_reuse)
 
 
 LB_STRATEGIES = {"ssgd": ("ssgd", []), "adpsgd-fixed": ("adpsgd", ["dist.averaging=fixed"]),
@@ -189,14 +192,38 @@ def lr_sets(rule: str, mult: int) -> list:
     return [f"train.lr={base * (mult ** 0.5 if rule == 'sqrt' else mult):.6g}"]
 
 
+def lb_curve(work: Path, name: str, corpus: Corpus, sets: list, every_epoch: bool, reuse: bool) -> list:
+    """One large-batch run's learner-averaged dev curve (every epoch, or the last only), saved as
+    ``curve.json`` in the run; then only rank 0's epoch checkpoints are kept (they hold the averaged
+    model): 16 learners x 10 epochs of every rank's checkpoints filled 64 GB of disk in 21 runs.
+    ``reuse``: a finished run with its curve is read back instead of trained again."""
+    import json
+
+    from bench_common import Run, averaged_dev_curve
+
+    exp = work / "runs" / name
+    saved = exp / "curve.json"
+    if reuse and saved.is_file() and (exp / "final.pt").is_file():
+        print(f"  [{name}] reused", flush=True)
+        return json.loads(saved.read_text())
+    if reuse and (exp / "final.pt").is_file():
+        run = Run(exp, float("nan"))
+    else:
+        run = train(work, name, corpus, sets, dev=True)
+    curve = averaged_dev_curve(run, corpus, last_only=not every_epoch)
+    saved.write_text(json.dumps(curve))
+    for p in (exp / "checkpoints").glob("epoch-*.rank*.pt*"):
+        if ".rank0.pt" not in p.name:
+            p.unlink()
+    return curve
+
+
 def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
     """SSGD vs ADPSGD (fixed ring, random partners) on N learners at global batches m x B, S seeds; dev
     loss and greedy dev WER of the learner-averaged model (the epoch checkpoints' avg_model) per epoch."""
     import statistics as st
 
     from asrtrain.distributed.topology import gap_row
-
-    from bench_common import averaged_dev_curve
 
     n, b, epochs, seeds = s["learners"], s["lb_base"], s["lb_epochs"], s["lb_seeds"]
     names = [k for k in LB_STRATEGIES if n >= 4 or k != "adpsgd-random"]  # at 2 the only partner is fixed
@@ -212,8 +239,8 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
                 strat, extra = LB_STRATEGIES[name]
                 sets = base + strategy_sets(strat, n) + extra + lr_sets(s["lr_rule"], m)
                 sets += [f"train.max_frames={per}", f"train.seed={seed}"]
-                run = train(work, f"lb{n}_{name}_{m}x_s{seed}", corpus, sets, dev=True)
-                curves[name, m, seed] = averaged_dev_curve(run, corpus)
+                curves[name, m, seed] = lb_curve(work, f"lb{n}_{name}_{m}x_s{seed}", corpus, sets,
+                                                 every_epoch=m == s["lb_mult"][0], reuse=s["lb_reuse"])
                 last = curves[name, m, seed][-1]
                 print(f"  {name} {m}x seed {seed}: averaged-model dev loss {last['dev_loss']:.3f}, "
                       f"dev WER {last['dev_wer']:.1f}%", flush=True)
@@ -254,7 +281,7 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
     for name in names:
         ax.plot([m * b for m in s["lb_mult"]], [agg(name, m, "dev_loss")[0] / ref for m in s["lb_mult"]],
                 marker="o", label=name)
-        bx.plot(range(1, epochs + 1), [r[1 + names.index(name)] for r in conv], marker="o",
+        bx.plot(range(1, epochs + 1), [float(r[1 + names.index(name)]) for r in conv], marker="o",
                 label=name + (f" (gap {gaps[name]:.2f})" if name in gaps else ""))
     ax.set_xlabel("global batch (padded frames)")
     ax.set_ylabel("averaged-model dev loss / SSGD at B")
@@ -284,6 +311,9 @@ def main() -> None:
                     help="large batch: multiples of B (default 1,2,3,4; --quick 1,2)")
     ap.add_argument("--lb-seeds", type=lambda v: tuple(int(x) for x in v.split(",")), default=(1, 2, 3),
                     help="large batch: training seeds (default 1,2,3)")
+    ap.add_argument("--lb-reuse", action="store_true",
+                    help="large batch: read back finished runs in --work/runs (their curve.json, or evaluate "
+                         "their checkpoints) instead of training them again; train only the missing ones")
     ap.add_argument("--lr-rule", choices=("none", "sqrt", "linear"), default="none",
                     help="large batch: learning rate at m x B (none: the recipe's, as the README documents)")
     ap.add_argument("--hours", type=float, default=1.0, help="synthetic training speech (full run)")
