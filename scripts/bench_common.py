@@ -204,7 +204,7 @@ def averaged_dev_curve(run: Run, corpus: Corpus, last_only: bool = False) -> Lis
 
     rows = []
     with output_to(run.exp.parent.parent / "learners.log"):
-        paths = [(int(re.findall(r"epoch-(\d+)", p.name)[0]), p) for p in ckpt.epoch_checkpoints(run.exp)]
+        paths = [(ckpt.epoch_of(p), p) for p in ckpt.epoch_checkpoints(run.exp)]
         for i, path in paths[-1:] if last_only else paths:
             cfg, model = load_model(run.exp, path)
             dev = AsrDataset(corpus.dev, cfg.model.subsample, Tokenizer(run.exp / "tokenizer.model"))

@@ -203,13 +203,11 @@ def lb_curve(work: Path, name: str, corpus: Corpus, sets: list, every_epoch: boo
 
     exp = work / "runs" / name
     saved = exp / "curve.json"
-    if reuse and saved.is_file() and (exp / "final.pt").is_file():
+    finished = reuse and (exp / "final.pt").is_file()
+    if finished and saved.is_file():
         print(f"  [{name}] reused", flush=True)
         return json.loads(saved.read_text())
-    if reuse and (exp / "final.pt").is_file():
-        run = Run(exp, float("nan"))
-    else:
-        run = train(work, name, corpus, sets, dev=True)
+    run = Run(exp, float("nan")) if finished else train(work, name, corpus, sets, dev=True)
     curve = averaged_dev_curve(run, corpus, last_only=not every_epoch)
     saved.write_text(json.dumps(curve))
     for p in (exp / "checkpoints").glob("epoch-*.rank*.pt*"):

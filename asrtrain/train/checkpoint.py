@@ -199,9 +199,13 @@ def load(exp_dir: Path, tag: str, rank: int, map_location: Any = "cpu") -> Dict[
     return payload
 
 
+def epoch_of(path: Path) -> int:
+    """The epoch an ``epoch-NNNN.rankR.pt`` checkpoint was written at the end of."""
+    return int(re.findall(r"epoch-(\d+)", path.name)[0])
+
+
 def epoch_checkpoints(exp_dir: Path) -> List[Path]:
-    return sorted(ckpt_dir(exp_dir).glob("epoch-*.rank0.pt"),
-                  key=lambda p: int(re.findall(r"epoch-(\d+)", p.name)[0]))
+    return sorted(ckpt_dir(exp_dir).glob("epoch-*.rank0.pt"), key=epoch_of)
 
 
 def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -> Dict[str, torch.Tensor]:
