@@ -192,6 +192,22 @@ def lr_sets(rule: str, mult: int) -> list:
     return [f"train.lr={base * (mult ** 0.5 if rule == 'sqrt' else mult):.6g}"]
 
 
+def settings_changed(exp: Path, sets: list) -> list:
+    """The ``--set`` overrides (the last of each key wins, as in training) that ``exp``'s config.yaml does
+    not hold, as ``key=stored (asked value)``."""
+    import yaml
+
+    cfg = yaml.safe_load((exp / "config.yaml").read_text())
+    out = []
+    for key, value in dict(s.split("=", 1) for s in sets).items():
+        node = cfg
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node != yaml.safe_load(value):
+            out.append(f"{key}={node} (asked {value})")
+    return out
+
+
 def lb_curve(work: Path, name: str, corpus: Corpus, sets: list, every_epoch: bool, reuse: bool) -> list:
     """One large-batch run's learner-averaged dev curve (every epoch, or the last only), saved as
     ``curve.json`` in the run; then only rank 0's epoch checkpoints are kept (they hold the averaged
@@ -204,6 +220,9 @@ def lb_curve(work: Path, name: str, corpus: Corpus, sets: list, every_epoch: boo
     exp = work / "runs" / name
     saved = exp / "curve.json"
     finished = reuse and (exp / "final.pt").is_file()
+    if finished and (changed := settings_changed(exp, sets)):
+        raise SystemExit(f"bench: {exp / 'config.yaml'}: trained with {', '.join(changed)}, not what this "
+                         "grid asks (fix: a fresh --work, or run without --lb-reuse)")
     if finished and saved.is_file():
         print(f"  [{name}] reused", flush=True)
         return json.loads(saved.read_text())

@@ -34,3 +34,13 @@ def test_averaged_dev_curve_numbers_epochs_from_the_checkpoints_kept(data, tmp_p
     assert r.exit_code == 0, r.output
     rows = averaged_dev_curve(Run(exp, 0.0), Corpus(tr, dev, dev, dev / "text", tok, 40, None))
     assert [row["epoch"] for row in rows] == [2, 3]
+
+
+def test_lb_reuse_names_the_settings_a_finished_run_was_not_trained_with(tmp_path):
+    """--lb-reuse must not pass off a run trained with other settings as this grid's (it stops instead)."""
+    from bench_strategies import settings_changed
+    (tmp_path / "config.yaml").write_text("train:\n  lr: 0.005\n  max_frames: 312\ndist:\n  averaging: fixed\n")
+    assert settings_changed(tmp_path, ["train.lr=0.005", "train.max_frames=312", "dist.averaging=fixed"]) == []
+    assert settings_changed(tmp_path, ["train.max_frames=100", "train.max_frames=312"]) == []  # last one wins
+    assert settings_changed(tmp_path, ["train.lr=0.00707107", "dist.averaging=random", "model.hidden=8"]) == [
+        "train.lr=0.005 (asked 0.00707107)", "dist.averaging=fixed (asked random)", "model.hidden=None (asked 8)"]
