@@ -120,6 +120,16 @@ class SpecAugConfig:
     freq_width: int = 15
     time_masks: int = 2
     time_width: float = 0.05  # fraction of the utterance
+    # Frequency warping (VTLP-like, on the filterbank axis): each utterance's bins are stretched by a
+    # factor drawn uniformly from [1 - w, 1 + w], the ends kept fixed (Kaldi's piecewise-linear warp).
+    # Applied before the masks; 0 = off, and then the masks are drawn exactly as without the option.
+    freq_warp: float = 0.0
+
+    def validate(self) -> None:
+        for name in ("freq_masks", "freq_width", "time_masks"):
+            _range(f"specaug.{name}", getattr(self, name), lo=0)
+        _range("specaug.time_width", self.time_width, lo=0, hi=1)
+        _range("specaug.freq_warp", self.freq_warp, lo=0, hi=0.5, hi_open=True, fix="e.g. specaug.freq_warp=0.1")
 
 
 @dataclass(frozen=True)

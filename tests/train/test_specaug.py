@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from asrtrain.config import SpecAugConfig
-from asrtrain.train.specaug import draw_spans, masked, spec_augment
+from asrtrain.train.specaug import draw_spans, masked, spec_augment, warp_sources, warped
 
 
 def reference(x, lengths, cfg, gen):
@@ -79,3 +79,50 @@ def test_cuda_masks_equal_the_cpu_masks():
     got = spec_augment(x.cuda(), lengths, cfg, torch.Generator().manual_seed(3))
     assert got.device.type == "cuda"
     assert torch.equal(got.cpu(), spec_augment(x, lengths, cfg, torch.Generator().manual_seed(3)))
+
+
+def test_warp_of_one_is_the_identity_and_keeps_the_ends():
+    src = warp_sources(torch.tensor([1.0, 0.9, 1.1]), 80)
+    assert torch.equal(src[0], torch.arange(80, dtype=torch.float64))
+    assert (src[:, 0] == 0).all() and (src[:, -1] == 79).all()
+    assert (src[:, 1:] > src[:, :-1]).all()  # monotone: no bin read twice, none skipped backwards
+    x = torch.randn(2, 7, 80)
+    assert torch.allclose(warped(x, torch.tensor([1.0, 1.0])), x)
+
+
+def test_warp_moves_a_spectral_peak_by_its_factor():
+    """A peak at bin 20 (below the knee) moves to bin 20 a: up for a > 1 (a shorter vocal tract)."""
+    x = torch.zeros(3, 4, 80)
+    x[:, :, 20] = 1.0
+    got = warped(x, torch.tensor([1.0, 1.2, 0.85]))
+    assert got[:, 0].argmax(dim=1).tolist() == [20, 24, 17]
+    assert torch.equal(got[:, 1:], got[:, :1].expand(3, 3, 80))  # every frame alike
+
+
+def test_warp_off_draws_the_same_masks_and_on_changes_only_the_values():
+    x = torch.randn(4, 50, 80)
+    lengths = torch.tensor([50, 40, 30, 20])
+    plain = spec_augment(x, lengths, SpecAugConfig(enabled=True), torch.Generator().manual_seed(5))
+    ref = reference(x, lengths, SpecAugConfig(enabled=True), torch.Generator().manual_seed(5))
+    assert torch.equal(plain, ref)
+    warp = spec_augment(x, lengths, SpecAugConfig(enabled=True, freq_warp=0.1), torch.Generator().manual_seed(5))
+    assert torch.equal(warp == 0, plain == 0)  # the same bands and spans are masked
+    assert not torch.allclose(warp, plain)
+
+
+@pytest.mark.parametrize("value", [-0.1, 0.5, float("nan")])
+def test_freq_warp_out_of_range_is_refused(value):
+    from asrtrain.errors import AsrError
+    with pytest.raises(AsrError, match="specaug.freq_warp"):
+        SpecAugConfig(freq_warp=value).validate()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run pytest -m gpu on a GPU machine)")
+def test_cuda_warp_equals_the_cpu_warp():
+    cfg = SpecAugConfig(enabled=True, freq_warp=0.1)
+    x = torch.randn(16, 300, 80)
+    lengths = torch.randint(100, 301, (16,))
+    got = spec_augment(x.cuda(), lengths, cfg, torch.Generator().manual_seed(3))
+    assert got.device.type == "cuda"
+    assert torch.allclose(got.cpu(), spec_augment(x, lengths, cfg, torch.Generator().manual_seed(3)), atol=1e-6)
