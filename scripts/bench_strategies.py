@@ -266,7 +266,9 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
         vals = [curves[name, m, sd][-1][key] for sd in seeds]
         return st.mean(vals), (st.stdev(vals) if len(vals) > 1 else 0.0)
 
-    ref = agg("ssgd", s["lb_mult"][0], "dev_loss")[0]
+    m0 = s["lb_mult"][0]  # the ratios and the per-epoch table use the first batch run (B unless --lb-mult skips it)
+    at = "B" if m0 == 1 else f"{m0}B"
+    ref = agg("ssgd", m0, "dev_loss")[0]
     rows = []
     for m in s["lb_mult"]:
         row = [m * b, m]
@@ -277,17 +279,17 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
         rows.append(row)
     header = ["global batch (frames)", "x B"]
     for name in names:
-        header += [f"{name} dev loss (/ SSGD at B)", f"{name} dev WER %"]
+        header += [f"{name} dev loss (/ SSGD at {at})", f"{name} dev WER %"]
     table = markdown_table(header, rows)
     gaps = {name: gap_row(n, LB_STRATEGIES[name][1][0].split("=")[1]).gap for name in names if name != "ssgd"}
-    conv = [[e + 1] + [f"{st.mean(curves[name, s['lb_mult'][0], sd][e]['dev_loss'] for sd in seeds):.3f}"
+    conv = [[e + 1] + [f"{st.mean(curves[name, m0, sd][e]['dev_loss'] for sd in seeds):.3f}"
                        for name in names] for e in range(epochs)]
     conv_header = ["epoch"] + [f"{k} (gap {gaps[k]:.3f})" if k in gaps else k for k in names]
     conv_table = markdown_table(conv_header, conv)
     note = (f"{n} learners, {corpus.train_utts} training utterances, {epochs} epochs, seeds {list(seeds)}, "
             f"lr rule {s['lr_rule']}; learner-averaged model (mean +- sd over seeds; loss per token).")
     (work / "largebatch.md").write_text(f"Final dev loss and greedy dev WER: {note}\n\n{table}\n\n"
-                                        f"Dev loss per epoch at the base batch {b} (spectral gap of the "
+                                        f"Dev loss per epoch at the batch {m0 * b} (spectral gap of the "
                                         f"schedule at {n}):\n\n{conv_table}\n")
     print(table)
     print(conv_table)
@@ -301,11 +303,11 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
         bx.plot(range(1, epochs + 1), [float(r[1 + names.index(name)]) for r in conv], marker="o",
                 label=name + (f" (gap {gaps[name]:.2f})" if name in gaps else ""))
     ax.set_xlabel("global batch (padded frames)")
-    ax.set_ylabel("averaged-model dev loss / SSGD at B")
+    ax.set_ylabel(f"averaged-model dev loss / SSGD at {at}")
     ax.set_title(f"{n} learners, {epochs} epochs", fontsize=9)
     ax.legend(fontsize=8)
     bx.set_xlabel("epoch")
-    bx.set_ylabel(f"dev loss at {b} frames")
+    bx.set_ylabel(f"dev loss at {m0 * b} frames")
     bx.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(work / "largebatch.png", dpi=120)
