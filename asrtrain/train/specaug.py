@@ -90,7 +90,7 @@ def spec_augment(x: torch.Tensor, lengths: torch.Tensor, cfg: SpecAugConfig, gen
     """Mask ``x`` (N, T, D), returning a new tensor: ``freq_masks`` bands of up to ``freq_width`` bins
     and ``time_masks`` spans of up to ``time_width`` of each utterance's length, filled with zero
     (the CMVN mean), after warping each utterance's bins by a factor in [1 - ``freq_warp``, 1 + ``freq_warp``]
-when that is set (:func:`warped`). ``lengths`` is on the host (``Batch.to`` keeps it there).
+    when that is set (:func:`warped`). ``lengths`` is on the host (``Batch.to`` keeps it there).
 
     The spans are drawn on the host. On a CPU, ``x`` is copied and zeroed span by span (cheaper there
     than a full masked pass: 2.0-2.8 ms against 2.6-3.3 ms for a 32 x 400 x 80 batch, 1 thread, beside a
