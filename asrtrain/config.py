@@ -12,7 +12,7 @@ import math
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 import yaml
 
@@ -360,6 +360,17 @@ def field_type(cls, dotted: str):
     return cls
 
 
+def override_item(item: str) -> Tuple[str, Any]:
+    """A ``--set section.key=value`` as :func:`load_config` applies it: the value parsed as YAML, except
+    for a str field, whose text is kept."""
+    key, value = parse_override(item)
+    if field_type(Config, key) is str:  # keep "1:4" a string (YAML 1.1 would read 64)
+        value = item.split("=", 1)[1]
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]  # --set "dist.slowdown='1:4'" is the same as dist.slowdown=1:4
+    return key, value
+
+
 def load_config(path: Optional[Path] = None, overrides: Iterable[str] = (),
                 base: Optional[Dict[str, Any]] = None, extra: Iterable[Path] = ()) -> Config:
     """Load a Config from YAML files (``path``, then each of ``extra`` on top), then apply ``overrides``
@@ -381,11 +392,7 @@ def load_config(path: Optional[Path] = None, overrides: Iterable[str] = (),
             raise
         data = _deep_merge(data, loaded)
     for item in overrides:
-        key, value = parse_override(item)
-        if field_type(Config, key) is str:  # keep "1:4" a string (YAML 1.1 would read 64)
-            value = item.split("=", 1)[1]
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]  # --set "dist.slowdown='1:4'" is the same as dist.slowdown=1:4
+        key, value = override_item(item)
         node = data
         parts = key.split(".")
         for part in parts[:-1]:

@@ -194,16 +194,21 @@ def lr_sets(rule: str, mult: int) -> list:
 
 def settings_changed(exp: Path, sets: list) -> list:
     """The ``--set`` overrides (the last of each key wins, as in training) that ``exp``'s config.yaml does
-    not hold, as ``key=stored (asked value)``."""
+    not hold, as ``key=stored (asked value)``. Each value is read as training reads it (``2e-3`` is the
+    float 0.002, not the string YAML 1.1 makes of it)."""
     import yaml
+
+    from asrtrain.config import Config, coerce_value, field_type, override_item
 
     cfg = yaml.safe_load((exp / "config.yaml").read_text())
     out = []
-    for key, value in dict(s.split("=", 1) for s in sets).items():
+    for key, value in dict(override_item(s) for s in sets).items():
+        typ = field_type(Config, key)
+        asked = value if typ is None else coerce_value(value, typ, key, None, None)
         node = cfg
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None
-        if node != yaml.safe_load(value):
+        if node != asked:
             out.append(f"{key}={node} (asked {value})")
     return out
 

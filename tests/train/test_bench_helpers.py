@@ -42,5 +42,6 @@ def test_lb_reuse_names_the_settings_a_finished_run_was_not_trained_with(tmp_pat
     (tmp_path / "config.yaml").write_text("train:\n  lr: 0.005\n  max_frames: 312\ndist:\n  averaging: fixed\n")
     assert settings_changed(tmp_path, ["train.lr=0.005", "train.max_frames=312", "dist.averaging=fixed"]) == []
     assert settings_changed(tmp_path, ["train.max_frames=100", "train.max_frames=312"]) == []  # last one wins
+    assert settings_changed(tmp_path, ["train.lr=5e-3"]) == []  # read as training reads it, not as YAML 1.1
     assert settings_changed(tmp_path, ["train.lr=0.00707107", "dist.averaging=random", "model.hidden=8"]) == [
         "train.lr=0.005 (asked 0.00707107)", "dist.averaging=fixed (asked random)", "model.hidden=None (asked 8)"]
