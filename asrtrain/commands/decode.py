@@ -22,8 +22,12 @@ import click
               help="Vocabulary for the lexicon search, one word per line (default: the LM's words).")
 @click.option("--lm-weight", type=float, help="LM weight (default: the exp config's decode.lm_weight).")
 @click.option("--word-bonus", type=float, help="Per-word bonus (default: decode.word_bonus).")
+@click.option("--oov-penalty", type=float,
+              help="Open the lexicon search's vocabulary: a word spelled outside it pays this log score "
+                   "once and is scored by the LM as <unk> (default: closed vocabulary).")
 @click.option("--params", type=click.Path(path_type=Path),
-              help="best.yaml of asrtrain tune-lm: its lm_weight, word_bonus and beam_size (chosen on dev).")
+              help="best.yaml of asrtrain tune-lm: its lm_weight, word_bonus, beam_size and oov_penalty "
+                   "(chosen on dev).")
 @click.option("--engine", type=click.Choice(["ours", "flashlight"]),
               help="Lexicon search: ours (Python) or flashlight (C++, needs flashlight-text). "
                    "Default: decode.engine.")
@@ -31,7 +35,8 @@ import click
               help="auto (the GPU when CUDA is available) | cpu | cuda | cuda:N.")
 def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], beam_size: Optional[int],
            checkpoint: Optional[Path], lm: Optional[Path], words: Optional[Path], lm_weight: Optional[float],
-           word_bonus: Optional[float], params: Optional[Path], engine: Optional[str], device: str) -> None:
+           word_bonus: Optional[float], oov_penalty: Optional[float], params: Optional[Path],
+           engine: Optional[str], device: str) -> None:
     """Decode the feature dir DATA_DIR into OUT_DIR/text (and OUT_DIR/ctm when DATA_DIR has segments).
 
     With --lm (or --words), hypotheses are restricted to the vocabulary's words and scored with the
@@ -40,14 +45,18 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], 
     from asrtrain.errors import AsrError
 
     if params is not None:
-        if lm_weight is not None or word_bonus is not None or beam_size is not None:
-            raise AsrError("--params sets the LM weight, word bonus and beam; do not also give them",
-                           params, fix="drop --lm-weight/--word-bonus/--beam-size, or drop --params")
+        if any(v is not None for v in (lm_weight, word_bonus, beam_size, oov_penalty)):
+            raise AsrError("--params sets the LM weight, word bonus, beam and OOV penalty; "
+                           "do not also give them", params,
+                           fix="drop --lm-weight/--word-bonus/--beam-size/--oov-penalty, or drop --params")
         if lm is None and words is None:
             raise AsrError("--params is for the lexicon search", params, fix="pass --lm LM.arpa as well")
         from asrtrain.decode.tune import read_params
         chosen = read_params(params)
         lm_weight, word_bonus, beam_size = chosen["lm_weight"], chosen["word_bonus"], chosen["beam_size"]
+        oov_penalty = chosen["oov_penalty"]
+    if oov_penalty is not None and (oov_penalty != oov_penalty or abs(oov_penalty) == float("inf")):
+        raise AsrError(f"--oov-penalty {oov_penalty} is not finite", fix="give a finite log score, e.g. -8")
 
     run(exp_dir, data_dir, out_dir, method, beam_size, checkpoint, lm, words, lm_weight, word_bonus, device,
-        engine=engine)
+        engine=engine, oov_penalty=oov_penalty)

@@ -17,20 +17,26 @@ import click
               help="LM weights to try (comma-separated).")
 @click.option("--word-bonuses", default="0,1,2,3", show_default=True,
               help="Per-word bonuses to try (comma-separated).")
+@click.option("--oov-penalties", default="closed", show_default=True,
+              help="Also try the open-vocabulary search at these penalties (comma-separated numbers; "
+                   "'closed' is the closed-vocabulary search), e.g. closed,-10,-6.")
 @click.option("--beam-size", type=int, help="Beam width (default: the exp config's decode.beam_size).")
 @click.option("--ref", type=click.Path(path_type=Path), help="Reference text (default: DATA_DIR/text).")
 @click.option("--checkpoint", type=click.Path(path_type=Path), help="Model file instead of EXP_DIR/final.pt.")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N.")
 def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: str, word_bonuses: str,
-            beam_size: Optional[int], ref: Optional[Path], checkpoint: Optional[Path], device: str) -> None:
+            oov_penalties: str, beam_size: Optional[int], ref: Optional[Path], checkpoint: Optional[Path],
+            device: str) -> None:
     """Choose the lexicon search's LM weight and word bonus by WER on a dev set (DATA_DIR).
 
     The model runs once; every grid point is searched over the cached log-probabilities. Writes
     OUT_DIR/best.yaml (pass it to `asrtrain decode --params` for test), grid.tsv and the best text.
     Tune on dev only: a grid searched on test reports a figure no user will get."""
-    from asrtrain.decode.tune import parse_grid, tune_lm as run
+    from asrtrain.decode.tune import parse_grid, parse_oov_grid, tune_lm as run
 
     best = run(exp_dir, data_dir, out_dir, lm, parse_grid(lm_weights, "--lm-weights"),
-               parse_grid(word_bonuses, "--word-bonuses"), beam_size, ref, checkpoint, device)
+               parse_grid(word_bonuses, "--word-bonuses"), beam_size, ref, checkpoint, device,
+               oov_penalties=parse_oov_grid(oov_penalties))
     click.echo(f"best on {data_dir}: lm_weight {best['lm_weight']:g} word_bonus {best['word_bonus']:g} "
+               f"oov_penalty {best['oov_penalty']} "
                f"beam {best['beam_size']}: %WER {best['dev_wer']:.2f} -> {Path(out_dir) / 'best.yaml'}")

@@ -7,6 +7,14 @@ canonical one: a piece starting with ``▁`` starts a word, others continue it, 
 a prefix of a vocabulary word. A word is scored when the next one starts or the utterance ends (then
 ``</s>`` is scored too); a hypothesis ending inside a word is dropped.
 
+Open vocabulary (``oov_penalty`` set; the default ``None`` keeps the search closed): a word may also be
+spelled outside the vocabulary, as ESPnet's or Kaldi's ``<unk>``-aware systems let a letter or piece model
+do. Such a word pays ``oov_penalty`` once, on the frame its spelling stops being the prefix of any
+vocabulary word (so out-of-vocabulary spellings cannot crowd the beam for free), and when it is finished the
+LM scores it as ``<unk>`` (``lm_weight * ln p(<unk> | history) + word_bonus``); the history after it is
+what the LM keeps of an unseen word (nothing). Words spelled inside the vocabulary are scored exactly as in
+the closed search, so with ``oov_penalty`` very negative the two agree.
+
 Hypotheses are token prefixes, as in :func:`asrtrain.decode.ctc.prefix_beam_search` (blank and
 non-blank scores), and return the same ``(tokens, frames, score)``.
 """
@@ -45,9 +53,11 @@ class _Hyp:
 
 def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: int = 16,
                         lm_weight: float = 0.5, word_bonus: float = 0.0, blank: int = 0,
-                        prune: float = -10.0, token_beam: int = 10) -> Tuple[List[int], List[int], float]:
+                        prune: float = -10.0, token_beam: int = 10,
+                        oov_penalty: Optional[float] = None) -> Tuple[List[int], List[int], float]:
     """Best vocabulary-constrained path through ``log_probs`` (T, V); ``lm`` is an
     :class:`asrtrain.lm.ngram.NgramLM` or ``None`` (vocabulary constraint and word bonus only).
+    ``oov_penalty`` (a log score, e.g. -8) opens the vocabulary (module docstring); ``None`` keeps it closed.
 
     Per frame, only the ``token_beam`` most likely tokens with a log-probability above ``prune`` extend
     the ``beam`` hypotheses."""
@@ -65,16 +75,41 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
                 word_cache[key] = (lm_weight * lp + word_bonus, nxt)
         return word_cache[key]
 
+    open_vocab = oov_penalty is not None
+
+    def close(lm_part: float, state: tuple, partial: str) -> Optional[Tuple[float, tuple]]:
+        """(lm part, state) once ``partial`` is finished as a word, or None if it may not be one."""
+        if partial in lexicon.words:
+            add, state = finish(state, partial)
+            return lm_part + add, state
+        if not open_vocab:
+            return None
+        # an out-of-vocabulary word: its penalty is due now unless it left the prefixes earlier
+        due = oov_penalty if partial in lexicon.prefixes else 0.0
+        add, state = finish(state, partial)  # the LM scores a word it does not know as <unk>
+        return lm_part + due + add, state
+
+    def begin(lm_part: float, partial: str, was: bool) -> Optional[float]:
+        """The lm part after the spelling grew to ``partial`` (``was``: the old one was a vocabulary
+        prefix), or None when the closed search must drop it."""
+        if partial in lexicon.prefixes:
+            return lm_part
+        if not open_vocab:
+            return None
+        return lm_part + oov_penalty if was else lm_part
+
     def extend(h: _Hyp, k: int) -> Optional[Tuple[float, tuple, str]]:
         """(lm part, state, partial) after appending token ``k`` to ``h``, or None if no word fits."""
         spell = lexicon.spell[k]
         if lexicon.starts[k] and h.partial:
-            if h.partial not in lexicon.words:
+            closed = close(h.lm, h.state, h.partial)
+            if closed is None:
                 return None
-            add, state = finish(h.state, h.partial)
-            return (h.lm + add, state, spell) if spell in lexicon.prefixes else None
+            lm_part = begin(closed[0], spell, True)
+            return None if lm_part is None else (lm_part, closed[1], spell)
         partial = h.partial + spell
-        return (h.lm, h.state, partial) if partial in lexicon.prefixes else None
+        lm_part = begin(h.lm, partial, h.partial in lexicon.prefixes)
+        return None if lm_part is None else (lm_part, h.state, partial)
 
     T = log_probs.shape[0]
     for t in range(T):
@@ -117,10 +152,10 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
         score = log_add(h.pb, h.pnb) + h.lm
         state = h.state
         if h.partial:
-            if h.partial not in lexicon.words:
+            closed = close(score, state, h.partial)
+            if closed is None:
                 continue
-            add_, state = finish(state, h.partial)
-            score += add_
+            score, state = closed
         if lm is not None:
             score += lm_weight * lm.end_score(state)
         if score > best_score:

@@ -97,13 +97,14 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
            beam_size: Optional[int] = None, checkpoint: Optional[Path] = None, lm: Optional[Path] = None,
            words: Optional[Path] = None, lm_weight: Optional[float] = None,
            word_bonus: Optional[float] = None, device: str = "cpu",
-           engine: Optional[str] = None) -> Dict[str, int]:
+           engine: Optional[str] = None, oov_penalty: Optional[float] = None) -> Dict[str, int]:
     """Decode every utterance of ``data_dir``; writes ``out_dir/text`` and, when the data dir has
     ``segments`` (and optionally ``reco2file_and_channel``), ``out_dir/ctm``.
 
     ``lm`` (an ARPA word n-gram) or ``words`` (a vocabulary) select the lexicon search
     (:mod:`asrtrain.decode.lexicon`); its vocabulary is ``words``, or else the LM's. ``engine`` (default
     ``decode.engine``) runs it on flashlight's C++ decoder (:mod:`asrtrain.decode.flashlight`) or ours.
+    ``oov_penalty`` opens ours to words outside the vocabulary (:mod:`asrtrain.decode.lexicon`).
     """
     from asrtrain.decode.ctc import greedy, prefix_beam_search
     from asrtrain.decode.ctm import ctm_lines, words_with_times
@@ -120,8 +121,11 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     word_bonus = cfg.decode.word_bonus if word_bonus is None else word_bonus
     tok = Tokenizer(Path(exp_dir) / "tokenizer.model")
     engine = engine or cfg.decode.engine
-    search = _lexicon_search(tok, lm, words, beam, lm_weight, word_bonus, engine) if method == "lexicon" \
-        else None
+    if oov_penalty is not None and method != "lexicon":
+        raise AsrError("an OOV penalty is for the lexicon search",
+                       fix="pass --lm LM.arpa (or --words) as well")
+    search = _lexicon_search(tok, lm, words, beam, lm_weight, word_bonus, engine, oov_penalty) \
+        if method == "lexicon" else None
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     segments = _segments(data_dir)
     reco2fc = _reco2fc(data_dir)
@@ -151,13 +155,15 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     how = method if method == "greedy" else f"{method}, beam {beam}"
     if method == "lexicon":
         how += f", lm {lm or 'none'}, lm_weight {lm_weight:g}, word_bonus {word_bonus:g}, {search.engine}"
+        how += ", closed vocabulary" if oov_penalty is None else \
+            f", open vocabulary (oov_penalty {oov_penalty:g})"
     log.info("decoded %d utterances (%s) in %.1f s, %.1fx real time -> %s", len(hyps), how, elapsed,
              audio_s / max(elapsed, 1e-9), out_dir)
     return {"utterances": len(hyps), "ctm_words": len(ctm)}
 
 
 def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], beam: int, lm_weight: float,
-                    word_bonus: float, engine: str = "ours"):
+                    word_bonus: float, engine: str = "ours", oov_penalty: Optional[float] = None):
     """The lexicon search as a function of one utterance's log-probs; its ``engine`` attribute says
     which ran it."""
     from asrtrain.decode import flashlight
@@ -167,6 +173,9 @@ def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], be
     if lm_path is None and words_path is None:
         raise AsrError("the lexicon search needs a vocabulary",
                        fix="pass --lm lm.arpa (asrtrain lm train) or --words words.txt")
+    if engine == "flashlight" and oov_penalty is not None:
+        raise AsrError("flashlight's lexicon search is closed-vocabulary; --oov-penalty needs ours",
+                       fix="pass --engine ours, or drop the OOV penalty")
     if engine == "flashlight":
         _check_flashlight(lm_path, flashlight, arpa_order_and_vocab, read_arpa)
     lm = read_arpa(Path(lm_path)) if lm_path and engine == "ours" else None  # KenLM reads it for flashlight
@@ -190,7 +199,7 @@ def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], be
 
         def search(lp):
             return lexicon_beam_search(lp, lexicon, lm, beam=beam, lm_weight=lm_weight,
-                                       word_bonus=word_bonus)
+                                       word_bonus=word_bonus, oov_penalty=oov_penalty)
     search.engine = engine
     return search
 

@@ -6,6 +6,8 @@ acoustic model runs once, each grid point runs the lexicon search over the cache
 the winner goes to ``OUT_DIR/best.yaml``, which ``asrtrain decode --params best.yaml`` reads when it
 decodes test. ``OUT_DIR/grid.tsv`` keeps every point's dev WER (ties go to the smaller weight, then the
 smaller bonus: the least LM-dependent setting), ``OUT_DIR/text`` the winner's dev hypotheses.
+With ``--oov-penalties`` the grid also tries the open-vocabulary search at those penalties; the closed
+search (``closed``) comes first, so a tie keeps the vocabulary closed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from asrtrain.io import atomic_write_text
 log = logging.getLogger("asrtrain.decode")
 
 PARAMS_KEYS = ("lm_weight", "word_bonus", "beam_size")
+CLOSED = "closed"  # the oov_penalty of the closed-vocabulary search, in grids and best.yaml
 
 
 def parse_grid(value: str, what: str) -> List[float]:
@@ -40,11 +43,30 @@ def parse_grid(value: str, what: str) -> List[float]:
     return out
 
 
+def parse_oov_grid(value: str) -> List[Optional[float]]:
+    """``"closed,-8,-5"`` -> [None, -8.0, -5.0] (None: the closed-vocabulary search), closed first."""
+    items = [v.strip() for v in value.split(",")]
+    numbers = [v for v in items if v != CLOSED]
+    out: List[Optional[float]] = [None] if CLOSED in items else []
+    if numbers:
+        out += parse_grid(",".join(numbers), "--oov-penalties")
+    if not out or len(out) != len(items):
+        raise AsrError(f"--oov-penalties: give distinct values ('{CLOSED}' or numbers)",
+                       fix="e.g. closed,-8,-5")
+    return out
+
+
+def oov_text(penalty: Optional[float]) -> str:
+    return CLOSED if penalty is None else f"{penalty:g}"
+
+
 def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: Sequence[float],
             word_bonuses: Sequence[float], beam_size: Optional[int] = None, ref: Optional[Path] = None,
-            checkpoint: Optional[Path] = None, device: str = "cpu") -> Dict[str, float]:
-    """Grid-search ``lm_weight`` x ``word_bonus`` by WER on ``data_dir`` (a dev set); returns the best
-    point and writes ``best.yaml``, ``grid.tsv`` and ``text`` into ``out_dir``."""
+            checkpoint: Optional[Path] = None, device: str = "cpu",
+            oov_penalties: Sequence[Optional[float]] = (None,)) -> Dict[str, object]:
+    """Grid-search ``oov_penalty`` x ``lm_weight`` x ``word_bonus`` by WER on ``data_dir`` (a dev set);
+    returns the best point and writes ``best.yaml``, ``grid.tsv`` and ``text`` into ``out_dir``.
+    ``oov_penalties``: None is the closed-vocabulary search (the default grid has only it)."""
     from asrtrain.data.table import read_table, write_table
     from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search
     from asrtrain.decode.run import check_features, check_spellable, load_model, log_probs_by_utt
@@ -73,41 +95,49 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     if missing:
         raise AsrError(f"utterance '{missing[0]}' has no reference transcript", ref_path,
                        fix="pass the text of the data dir being tuned on")
+    oovs = [None] + sorted(o for o in oov_penalties if o is not None) if None in oov_penalties \
+        else sorted(o for o in oov_penalties if o is not None)
     log.info("tune-lm: %d utterances forwarded in %.1f s; %d grid points, beam %d", len(cached),
-             time.time() - t0, len(lm_weights) * len(word_bonuses), beam)
-    rows: List[Tuple[float, float, Counts]] = []
+             time.time() - t0, len(oovs) * len(lm_weights) * len(word_bonuses), beam)
+    rows: List[Tuple[Optional[float], float, float, Counts]] = []
     best_hyps: Dict[str, str] = {}
-    best: Optional[Tuple[float, float, float, Counts]] = None
-    for w in sorted(lm_weights):
-        for b in sorted(word_bonuses):
-            total, hyps = Counts(), {}
-            for utt, lp in cached:
-                tokens, _, _ = lexicon_beam_search(lp, lexicon, ngram, beam=beam, lm_weight=w, word_bonus=b)
-                hyps[utt] = tok.decode(tokens)
-                total = total + count_words(refs[utt], hyps[utt].split())
-            rows.append((w, b, total))
-            log.info("tune-lm: lm_weight %g word_bonus %g: %s", w, b, total.line(data_dir.name))
-            if best is None or total.wer < best[2] - 1e-9:
-                best, best_hyps = (w, b, total.wer, total), hyps
+    best: Optional[Tuple[Optional[float], float, float, float]] = None
+    for o in oovs:
+        for w in sorted(lm_weights):
+            for b in sorted(word_bonuses):
+                total, hyps = Counts(), {}
+                for utt, lp in cached:
+                    tokens, _, _ = lexicon_beam_search(lp, lexicon, ngram, beam=beam, lm_weight=w,
+                                                       word_bonus=b, oov_penalty=o)
+                    hyps[utt] = tok.decode(tokens)
+                    total = total + count_words(refs[utt], hyps[utt].split())
+                rows.append((o, w, b, total))
+                log.info("tune-lm: oov_penalty %s lm_weight %g word_bonus %g: %s", oov_text(o), w, b,
+                         total.line(data_dir.name))
+                if best is None or total.wer < best[3] - 1e-9:
+                    best, best_hyps = (o, w, b, total.wer), hyps
     assert best is not None
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "grid.tsv", "lm_weight\tword_bonus\twer\terrors\twords\n" + "".join(
-        f"{w:g}\t{b:g}\t{c.wer:.2f}\t{c.err}\t{c.wrd}\n" for w, b, c in rows))
+    atomic_write_text(out_dir / "grid.tsv", "oov_penalty\tlm_weight\tword_bonus\twer\terrors\twords\n" +
+                      "".join(f"{oov_text(o)}\t{w:g}\t{b:g}\t{c.wer:.2f}\t{c.err}\t{c.wrd}\n"
+                              for o, w, b, c in rows))
     write_table(out_dir / "text", best_hyps)
-    result = {"lm_weight": best[0], "word_bonus": best[1], "beam_size": beam, "dev_wer": round(best[2], 2)}
+    result = {"lm_weight": best[1], "word_bonus": best[2], "beam_size": beam,
+              "oov_penalty": oov_text(best[0]), "dev_wer": round(best[3], 2)}
     atomic_write_text(out_dir / "best.yaml", "".join(f"{k}: {v}\n" for k, v in result.items()) +
                       f"# chosen on {data_dir} (reference {ref_path}), lm {lm}\n")
     return result
 
 
-def read_params(path: Path) -> Dict[str, float]:
-    """``lm_weight``, ``word_bonus`` and ``beam_size`` from a ``best.yaml`` written by :func:`tune_lm`."""
+def read_params(path: Path) -> Dict[str, Optional[float]]:
+    """``lm_weight``, ``word_bonus``, ``beam_size`` and ``oov_penalty`` (None: closed; absent in files
+    written before it existed) from a ``best.yaml`` written by :func:`tune_lm`."""
     from asrtrain.yamlio import read_yaml
 
     data, lines = read_yaml(Path(path))
     if not isinstance(data, dict):
         raise AsrError("not a mapping of decoding parameters", path, 1, fix="pass the best.yaml of asrtrain tune-lm")
-    out: Dict[str, float] = {}
+    out: Dict[str, Optional[float]] = {}
     for key in PARAMS_KEYS:
         if key not in data:
             raise AsrError(f"no '{key}' in the decoding parameters", path, fix="pass the best.yaml of asrtrain tune-lm")
@@ -119,4 +149,10 @@ def read_params(path: Path) -> Dict[str, float]:
         raise AsrError(f"'beam_size' must be a positive integer, not {out['beam_size']}", path,
                        lines.get("beam_size"), fix="pass the best.yaml of asrtrain tune-lm")
     out["beam_size"] = int(out["beam_size"])
+    oov = data.get("oov_penalty", CLOSED)
+    if oov != CLOSED and (isinstance(oov, bool) or not isinstance(oov, (int, float)) or oov != oov
+                          or oov in (float("inf"), float("-inf"))):
+        raise AsrError(f"'oov_penalty' must be '{CLOSED}' or a finite number, not {oov!r}", path,
+                       lines.get("oov_penalty"), fix="pass the best.yaml of asrtrain tune-lm")
+    out["oov_penalty"] = None if oov == CLOSED else float(oov)
     return out

@@ -5,7 +5,7 @@
 #                           [--seed N] [--decode-sets "dev test"] [--tag NAME] [--set key=value ...]
 #                           [--fbank-conf YAML] [--dump DIR]
 #                           [--factors 0.8,0.9,1.0,1.1,1.2] [--vocab-size N (30)] [--dev-utts N]
-#                           [--lm-weights 0.3,0.5,0.8,1.2] [--word-bonuses 0,1,2,3]
+#                           [--lm-weights 0.3,0.5,0.8,1.2] [--word-bonuses 0,1,2,3] [--oov-penalties closed]
 #
 # AN4_DIR is CMU's an4_sphere.tar.gz unpacked (it holds etc/ and wav/; download it from CMU). Splits as
 # ESPnet's egs2/an4: train = the training list minus dev, dev = its first 100 utterances (sorted ids),
@@ -43,6 +43,7 @@ dev_utts=100
 lm_order=3
 lm_weights=0.3,0.5,0.8,1.2
 word_bonuses=0,1,2,3
+oov_penalties=closed  # e.g. closed,-12,-8,-4: tune-lm also tries the open-vocabulary search (README.md)
 dump=
 extra=()
 
@@ -63,6 +64,7 @@ while [ $# -gt 0 ]; do
     --dev-utts) dev_utts=$2; shift 2 ;;
     --lm-weights) lm_weights=$2; shift 2 ;;
     --word-bonuses) word_bonuses=$2; shift 2 ;;
+    --oov-penalties) oov_penalties=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
     -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
@@ -141,7 +143,7 @@ if run_stage 5; then
   # The LM weight and word bonus: a grid searched on dev only, then used unchanged on every set.
   if done_or "$exp/$tag/tune_lm_dev/.done"; then
     $asrtrain tune-lm "$exp/$tag" "$dump/dev" "$exp/$tag/tune_lm_dev" --lm "$exp/lm/lm.arpa" \
-      --lm-weights "$lm_weights" --word-bonuses "$word_bonuses"
+      --lm-weights "$lm_weights" --word-bonuses "$word_bonuses" --oov-penalties "$oov_penalties"
     touch "$exp/$tag/tune_lm_dev/.done"
   fi
   for part in $decode_sets; do

@@ -65,3 +65,55 @@ def test_hypothesis_ending_inside_a_word_is_not_returned_when_a_complete_one_exi
     lex = Lexicon(["cat", "a"], PIECES)
     lp = frames({"\u2581a": 0.5, "\u2581ca": 0.45}, {})  # "ca" alone is only a prefix of cat
     assert words(lexicon_beam_search(lp, lex, None, beam=8)[0]) == ["a"]
+
+
+# -- open vocabulary (oov_penalty) ------------------------------------------------------------------
+
+def test_open_vocabulary_keeps_a_clearly_spelled_word_outside_it():
+    lex = Lexicon(["cat", "the", "a", "dog"], PIECES)
+    lp = frames({"\u2581ca": 0.9}, {}, {"r": 0.85, "t": 0.1}, {})  # "car", clearly; not in the vocabulary
+    assert words(lexicon_beam_search(lp, lex, None, beam=8)[0]) == ["cat"]  # closed: the nearest word
+    assert words(lexicon_beam_search(lp, lex, None, beam=8, oov_penalty=-1.0)[0]) == ["car"]
+    # a penalty larger than the acoustic evidence for r over t keeps the vocabulary word
+    assert words(lexicon_beam_search(lp, lex, None, beam=8, oov_penalty=-5.0)[0]) == ["cat"]
+
+
+def test_an_oov_word_pays_its_penalty_once_and_the_bonus():
+    lex = Lexicon(["the"], PIECES)
+    lp = frames({"\u2581ca": 0.9}, {"r": 0.9}, {"s": 0.9}, {})  # "cars": leaves the prefixes at "ca"
+    plain = prefix_beam_search(lp, beam=16)
+    got = lexicon_beam_search(lp, lex, None, beam=16, oov_penalty=-2.0, word_bonus=0.5)
+    assert words(got[0]) == ["cars"] and got[0] == plain[0]
+    assert abs(got[2] - (plain[2] - 2.0 + 0.5)) < 1e-9
+
+
+def test_an_oov_word_that_starts_as_a_vocabulary_prefix_is_charged_when_it_ends():
+    lex = Lexicon(["cat"], PIECES)
+    lp = frames({"\u2581ca": 0.95}, {})  # "ca" is a prefix of "cat" but not a word
+    plain = prefix_beam_search(lp, beam=16)
+    got = lexicon_beam_search(lp, lex, None, beam=16, oov_penalty=-1.5)
+    assert words(got[0]) == ["ca"] and abs(got[2] - (plain[2] - 1.5)) < 1e-9
+
+
+def test_the_lm_scores_an_oov_word_as_unk_and_forgets_it():
+    lm = train_ngram([["the", "dog"]] * 20 + [["a", "cat"]] * 20, 2)
+    lex = Lexicon(lm.vocab, PIECES)
+    lp = frames({"\u2581ca": 0.9}, {"r": 0.9}, {}, {"\u2581dog": 0.9}, {})  # "car dog"
+    plain = prefix_beam_search(lp, beam=16)
+    got = lexicon_beam_search(lp, lex, lm, beam=16, lm_weight=1.0, oov_penalty=-0.5)
+    assert words(got[0]) == ["car", "dog"]
+    unk, state = lm.score(lm.begin_state(), "<unk>")
+    dog, state = lm.score((), "dog")  # the history after an unknown word is empty
+    expect = plain[2] - 0.5 + unk + dog + lm.end_score(state)
+    assert abs(got[2] - expect) < 1e-9
+
+
+def test_a_prohibitive_penalty_gives_the_closed_search():
+    lm = train_ngram([["the", "dog"]] * 20 + [["a", "cat"]] * 20, 2)
+    lex = Lexicon(lm.vocab, PIECES)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        lp = np.log(rng.dirichlet(np.ones(len(PIECES)) * 0.3, size=8))
+        closed = lexicon_beam_search(lp, lex, lm, beam=8, lm_weight=0.7, word_bonus=1.0)
+        shut = lexicon_beam_search(lp, lex, lm, beam=8, lm_weight=0.7, word_bonus=1.0, oov_penalty=-1e6)
+        assert closed[0] == shut[0] and abs(closed[2] - shut[2]) < 1e-6

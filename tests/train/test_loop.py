@@ -120,9 +120,10 @@ def test_decode_and_average_cli(data, tmp_path):
                                  "--lm-weights", "0.2,1.5", "--word-bonuses", "0,3", "--beam-size", "4"])
     assert r.exit_code == 0, r.output
     grid = [l.split("\t") for l in (tuned / "grid.tsv").read_text().splitlines()[1:]]
-    assert len(grid) == 4
-    best = min(float(g[2]) for g in grid)
+    assert len(grid) == 4 and {g[0] for g in grid} == {"closed"}
+    best = min(float(g[3]) for g in grid)
     assert f"%WER {best:.2f}" in r.output and f"dev_wer: {round(best, 2)}" in (tuned / "best.yaml").read_text()
+    assert "oov_penalty: closed" in (tuned / "best.yaml").read_text()
     r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "dec_tuned"), "--params",
                                  str(tuned / "best.yaml"), "--lm", str(tmp_path / "lm" / "lm.arpa")])
     assert r.exit_code == 0, r.output
@@ -134,6 +135,31 @@ def test_decode_and_average_cli(data, tmp_path):
     r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "y"), "--params",
                                  str(tmp_path / "bad.yaml"), "--lm", str(tmp_path / "lm" / "lm.arpa")])
     assert r.exit_code == 1 and "bad.yaml:2" in r.output and "Traceback" not in r.output
+    (tmp_path / "bad.yaml").write_text("lm_weight: 0.5\nword_bonus: 1\nbeam_size: 4\noov_penalty: open\n")
+    r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "y"), "--params",
+                                 str(tmp_path / "bad.yaml"), "--lm", str(tmp_path / "lm" / "lm.arpa")])
+    assert r.exit_code == 1 and "bad.yaml:4" in r.output and "Traceback" not in r.output
+    # the open-vocabulary search joins the grid; closed comes first, and decode --params follows the winner
+    lm_arpa = str(tmp_path / "lm" / "lm.arpa")
+    open_dir = tmp_path / "tune_open"
+    r = CliRunner().invoke(cli, ["tune-lm", str(exp), str(dev), str(open_dir), "--lm", lm_arpa, "--lm-weights",
+                                 "0.5", "--word-bonuses", "0,2", "--oov-penalties", "-2,closed", "--beam-size", "4"])
+    assert r.exit_code == 0, r.output
+    grid = [l.split("\t") for l in (open_dir / "grid.tsv").read_text().splitlines()[1:]]
+    assert [g[0] for g in grid] == ["closed", "closed", "-2", "-2"]
+    r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "dec_open"), "--params",
+                                 str(open_dir / "best.yaml"), "--lm", lm_arpa])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "dec_open" / "text").read_text() == (open_dir / "text").read_text()
+    r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "dec_open2"), "--lm", lm_arpa,
+                                 "--beam-size", "4", "--oov-penalty", "-2"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["tune-lm", str(exp), str(dev), str(open_dir), "--lm", lm_arpa,
+                                 "--oov-penalties", "closed,closed"])
+    assert r.exit_code == 1 and "--oov-penalties" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "y"), "--lm", lm_arpa,
+                                 "--oov-penalty", "-2", "--engine", "flashlight"])
+    assert r.exit_code == 1 and "closed-vocabulary" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(cli, ["tune-lm", str(exp), str(dev), str(tuned), "--lm", str(tmp_path / "lm" / "lm.arpa"),
                                  "--lm-weights", "0.5,abc"])
     assert r.exit_code == 1 and "--lm-weights" in r.output and "Traceback" not in r.output

@@ -1,0 +1,22 @@
+"""best.yaml of tune-lm: read back, including files written before the OOV penalty existed."""
+
+import pytest
+
+from asrtrain.decode.tune import parse_oov_grid, read_params
+from asrtrain.errors import AsrError
+
+
+def test_a_best_yaml_without_oov_penalty_is_the_closed_search(tmp_path):
+    (tmp_path / "best.yaml").write_text("lm_weight: 0.5\nword_bonus: 2\nbeam_size: 10\ndev_wer: 12.1\n")
+    assert read_params(tmp_path / "best.yaml") == {"lm_weight": 0.5, "word_bonus": 2, "beam_size": 10,
+                                                   "oov_penalty": None}
+    (tmp_path / "best.yaml").write_text("lm_weight: 0.5\nword_bonus: 2\nbeam_size: 10\noov_penalty: -8\n")
+    assert read_params(tmp_path / "best.yaml")["oov_penalty"] == -8.0
+
+
+def test_oov_grid_puts_closed_first_and_refuses_junk():
+    assert parse_oov_grid("-8,closed,-5") == [None, -8.0, -5.0]
+    assert parse_oov_grid("closed") == [None]
+    for bad in ("closed,closed", "-8,-8", "open", "", "closed,nan"):
+        with pytest.raises(AsrError):
+            parse_oov_grid(bad)
