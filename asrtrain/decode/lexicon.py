@@ -98,8 +98,19 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
             return None
         return lm_part + oov_penalty if was else lm_part
 
-    def extend(h: _Hyp, k: int) -> Optional[Tuple[float, tuple, str]]:
+    def extend_closed(h: _Hyp, k: int) -> Optional[Tuple[float, tuple, str]]:
         """(lm part, state, partial) after appending token ``k`` to ``h``, or None if no word fits."""
+        spell = lexicon.spell[k]
+        if lexicon.starts[k] and h.partial:
+            if h.partial not in lexicon.words:
+                return None
+            add, state = finish(h.state, h.partial)
+            return (h.lm + add, state, spell) if spell in lexicon.prefixes else None
+        partial = h.partial + spell
+        return (h.lm, h.state, partial) if partial in lexicon.prefixes else None
+
+    def extend_open(h: _Hyp, k: int) -> Optional[Tuple[float, tuple, str]]:
+        """As ``extend_closed``, with spellings outside the vocabulary allowed (and charged)."""
         spell = lexicon.spell[k]
         if lexicon.starts[k] and h.partial:
             closed = close(h.lm, h.state, h.partial)
@@ -110,6 +121,8 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
         partial = h.partial + spell
         lm_part = begin(h.lm, partial, h.partial in lexicon.prefixes)
         return None if lm_part is None else (lm_part, h.state, partial)
+
+    extend = extend_open if open_vocab else extend_closed  # the closed search keeps its lean inner step
 
     T = log_probs.shape[0]
     for t in range(T):
