@@ -8,6 +8,7 @@ wins here is the recipe with those lines changed. Used for recipes/an4/README.md
   python scripts/an4_sweep.py --data DATA --work W --out OUT \
       --variant 'base' --variant 'l3d3:model.num_layers=3,model.dropout=0.3' [--seeds 1,2,3]
       [--concurrency 6] [--train-deadline SECONDS] [--threads 2] [--nj 16] [--test-winner]
+      [--oov-penalties closed,-10,-6]
 
 DATA holds prepared data dirs train/ dev/ test/ (``asrtrain prepare an4``); a wav.scp path may start
 with ``@FLAC@``, replaced by ``--flac-dir`` (how the audio travels to a machine without the corpus).
@@ -67,10 +68,12 @@ def prepare(data: Path, work: Path, flac_dir: Path | None, nj: int) -> None:
                     "--nj", str(nj)], check=True)
 
 
-def recipe_cmd(work: Path, first_stage: int, tag: str, seed: int, decode_sets: str, sets: list[str]) -> list:
-    """``run.sh`` from ``first_stage`` to 6 for one run: its tag, seed, decoded sets and ``--set`` lines."""
+def recipe_cmd(work: Path, first_stage: int, tag: str, seed: int, decode_sets: str, sets: list[str],
+               oov_penalties: str = "closed") -> list:
+    """``run.sh`` from ``first_stage`` to 6 for one run: its tag, seed, decoded sets, tune-lm's OOV
+    penalties and ``--set`` lines."""
     cmd = ["bash", str(RUN), "--work", str(work), "--stage", str(first_stage), "--stop-stage", "6",
-           "--tag", tag, "--seed", str(seed), "--decode-sets", decode_sets]
+           "--tag", tag, "--seed", str(seed), "--decode-sets", decode_sets, "--oov-penalties", oov_penalties]
     for s in sets:
         cmd += ["--set", s]
     return cmd
@@ -123,6 +126,8 @@ def main() -> None:
     ap.add_argument("--nj", type=int, default=os.cpu_count() or 2, help="feature jobs (default: the cores)")
     ap.add_argument("--train-deadline", type=float, default=1e9,
                     help="seconds from the start after which unfinished runs are stopped, never scored")
+    ap.add_argument("--oov-penalties", default="closed",
+                    help="run.sh --oov-penalties for every run's tune-lm (default: the closed search)")
     ap.add_argument("--test-winner", action="store_true",
                     help="decode test for the winner on dev, when it is not the first variant")
     args = ap.parse_args()
@@ -150,7 +155,8 @@ def main() -> None:
         while queue and len(running) < args.concurrency and time.monotonic() - T0 < args.train_deadline:
             name, sets, seed = queue.pop(0)
             tag = f"{name}_s{seed}"
-            cmd = recipe_cmd(args.work, 4, tag, seed, "dev", [f"train.threads={args.threads}", *sets])
+            cmd = recipe_cmd(args.work, 4, tag, seed, "dev", [f"train.threads={args.threads}", *sets],
+                             args.oov_penalties)
             with open(logs / f"{tag}.log", "w") as fh:  # the child keeps its own copy of the descriptor
                 running[tag] = (subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
                                                  start_new_session=True), time.monotonic())
@@ -197,7 +203,7 @@ def main() -> None:
     if args.test_winner and winner and winner != variants[0][0]:
         for seed in seeds:
             tag = f"{winner}_s{seed}"
-            cmd = recipe_cmd(args.work, 5, tag, seed, "test", dict(variants)[winner])
+            cmd = recipe_cmd(args.work, 5, tag, seed, "test", dict(variants)[winner], args.oov_penalties)
             with open(logs / f"{tag}.test.log", "w") as fh:
                 subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
             test[seed] = scores(logs / f"{tag}.test.log", tag)
