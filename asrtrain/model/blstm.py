@@ -7,6 +7,7 @@ Shapes: input ``(N, T, D)`` features, lengths ``(N,)``; output ``(N, T', V)`` lo
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -87,9 +88,27 @@ def padded_path_on_cpu(x: torch.Tensor) -> bool:
     packed path, torch's native loop, as before."""
     dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else x.dtype
     if dtype == torch.bfloat16:
-        return torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        return torch.ops.mkldnn._is_mkldnn_bf16_supported() and _onednn_lstm_runs(dtype)
     if dtype == torch.float16:
-        return torch.ops.mkldnn._is_mkldnn_fp16_supported()
+        return torch.ops.mkldnn._is_mkldnn_fp16_supported() and _onednn_lstm_runs(dtype)
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _onednn_lstm_runs(dtype: torch.dtype) -> bool:
+    """Whether oneDNN can build its LSTM primitive in ``dtype`` on this CPU: a CPU with AVX512-FP16 makes
+    ``_is_mkldnn_fp16_supported()`` true, yet oneDNN may still refuse the fp16 LSTM ("could not create a
+    primitive descriptor"), so one tiny forward is tried as the model makes it (fp32 tensors under
+    autocast, weights that need gradients), once per process and dtype."""
+    try:
+        with torch.autocast("cpu", dtype=dtype):
+            x = torch.zeros(1, 2, 4)
+            h = torch.zeros(1, 1, 3)
+            w = [torch.zeros(12, 4, requires_grad=True), torch.zeros(12, 3, requires_grad=True),
+                 torch.zeros(12, requires_grad=True), torch.zeros(12, requires_grad=True)]
+            torch.lstm(x, (h, h), w, True, 1, 0.0, True, False, True)
+    except RuntimeError:
+        return False
     return True
 
 
