@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -55,7 +56,7 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], 
         chosen = read_params(params)
         lm_weight, word_bonus, beam_size = chosen["lm_weight"], chosen["word_bonus"], chosen["beam_size"]
         oov_penalty = chosen["oov_penalty"]
-    if oov_penalty is not None and (oov_penalty != oov_penalty or abs(oov_penalty) == float("inf")):
+    if oov_penalty is not None and not math.isfinite(oov_penalty):
         raise AsrError(f"--oov-penalty {oov_penalty} is not finite", fix="give a finite log score, e.g. -8")
 
     run(exp_dir, data_dir, out_dir, method, beam_size, checkpoint, lm, words, lm_weight, word_bonus, device,

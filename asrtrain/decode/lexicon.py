@@ -89,14 +89,10 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
         add, state = finish(state, partial)  # the LM scores a word it does not know as <unk>
         return lm_part + due + add, state
 
-    def begin(lm_part: float, partial: str, was: bool) -> Optional[float]:
-        """The lm part after the spelling grew to ``partial`` (``was``: the old one was a vocabulary
-        prefix), or None when the closed search must drop it."""
-        if partial in lexicon.prefixes:
-            return lm_part
-        if not open_vocab:
-            return None
-        return lm_part + oov_penalty if was else lm_part
+    def begin(lm_part: float, partial: str, was: bool) -> float:
+        """The lm part after the spelling grew to ``partial`` in the open search (``was``: the old one
+        was a vocabulary prefix, so leaving the prefixes now is charged)."""
+        return lm_part + oov_penalty if was and partial not in lexicon.prefixes else lm_part
 
     def extend_closed(h: _Hyp, k: int) -> Optional[Tuple[float, tuple, str]]:
         """(lm part, state, partial) after appending token ``k`` to ``h``, or None if no word fits."""
@@ -116,11 +112,9 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
             closed = close(h.lm, h.state, h.partial)
             if closed is None:
                 return None
-            lm_part = begin(closed[0], spell, True)
-            return None if lm_part is None else (lm_part, closed[1], spell)
+            return begin(closed[0], spell, True), closed[1], spell
         partial = h.partial + spell
-        lm_part = begin(h.lm, partial, h.partial in lexicon.prefixes)
-        return None if lm_part is None else (lm_part, h.state, partial)
+        return begin(h.lm, partial, h.partial in lexicon.prefixes), h.state, partial
 
     extend = extend_open if open_vocab else extend_closed  # the closed search keeps its lean inner step
 

@@ -13,6 +13,7 @@ search (``closed``) comes first, so a tie keeps the vocabulary closed.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -95,8 +96,7 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     if missing:
         raise AsrError(f"utterance '{missing[0]}' has no reference transcript", ref_path,
                        fix="pass the text of the data dir being tuned on")
-    oovs = [None] + sorted(o for o in oov_penalties if o is not None) if None in oov_penalties \
-        else sorted(o for o in oov_penalties if o is not None)
+    oovs = sorted(oov_penalties, key=lambda o: (o is not None, o or 0.0))  # closed first: it wins ties
     log.info("tune-lm: %d utterances forwarded in %.1f s; %d grid points, beam %d", len(cached),
              time.time() - t0, len(oovs) * len(lm_weights) * len(word_bonuses), beam)
     rows: List[Tuple[Optional[float], float, float, Counts]] = []
@@ -150,8 +150,8 @@ def read_params(path: Path) -> Dict[str, Optional[float]]:
                        lines.get("beam_size"), fix="pass the best.yaml of asrtrain tune-lm")
     out["beam_size"] = int(out["beam_size"])
     oov = data.get("oov_penalty", CLOSED)
-    if oov != CLOSED and (isinstance(oov, bool) or not isinstance(oov, (int, float)) or oov != oov
-                          or oov in (float("inf"), float("-inf"))):
+    number = isinstance(oov, (int, float)) and not isinstance(oov, bool)
+    if oov != CLOSED and not (number and math.isfinite(oov)):
         raise AsrError(f"'oov_penalty' must be '{CLOSED}' or a finite number, not {oov!r}", path,
                        lines.get("oov_penalty"), fix="pass the best.yaml of asrtrain tune-lm")
     out["oov_penalty"] = None if oov == CLOSED else float(oov)
