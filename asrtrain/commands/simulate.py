@@ -39,6 +39,9 @@ import click
 @click.option("--cores-per-node", type=click.IntRange(min=0),
               help="CPU learners: a node's learners share this many cores (processor sharing; --step-s is "
                    "then core-seconds and a slow learner idles, as dist.slowdown) [0: a device each].")
+@click.option("--exchange-cpu-ms", type=click.FloatRange(min=0.0),
+              help="With --cores-per-node: CPU of one gossip exchange on each side, ms, taken from the "
+                   "shared cores (the comm_cpu_s / exchanges a learner logs) [0].")
 @click.option("--epochs", type=int, default=16, show_default=True, help="For the hours column.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the speed-up PNG here.")
@@ -61,7 +64,8 @@ def simulate(strategies: str, learners: str, max_learners: int, balance: str, pl
                 exchange_overhead_s=c.exchange_overhead_s if over["exchange_overhead_ms"] is None
                 else over["exchange_overhead_ms"] * 1e-3,
                 fold_s=c.fold_s if over["fold_ms"] is None else over["fold_ms"] * 1e-3,
-                cores_per_node=over["cores_per_node"] or 0)
+                cores_per_node=over["cores_per_node"] or 0,
+                exchange_cpu_s=(over["exchange_cpu_ms"] or 0.0) * 1e-3)
     ns = [int(x) for x in learners.split(",") if x.strip()] or sr.powers_of_two(max_learners)
     plans = [parse_plan(s, balance) for s in strategies.split(",") if s.strip()]
     results = sweep(plans, ns, w, c)

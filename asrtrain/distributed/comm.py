@@ -278,6 +278,7 @@ class Gossip:
                 self._idle.set()
                 return
             dst = self.partner(self.round)
+            cpu0 = time.thread_time()
             request, snap_step = self._snapshot()
             t0 = time.perf_counter()
             work = dist.isend(request, dst=dst, group=self.group, tag=TAG_REQUEST)
@@ -285,6 +286,7 @@ class Gossip:
             work.wait()
             self._add("comm_s", time.perf_counter() - t0)
             self._write_back(request[:-1], reply[:-1], snap_step)
+            self._add("comm_cpu_s", time.thread_time() - cpu0)  # this thread's CPU for the exchange
             self._idle.set()
 
     def _run_passive(self) -> None:
@@ -295,13 +297,14 @@ class Gossip:
             if request[-1].item() == STOP:
                 waiting.discard(src)
                 continue
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.thread_time()
             reply, snap_step = self._snapshot()
             # Write back before replying: once the active has the reply, the exchange has landed on both
             # sides (end_epoch relies on it to settle all averaging with one collective).
             self._write_back(reply[:-1], request[:-1], snap_step)
             dist.send(reply, dst=src, group=self.group, tag=TAG_REPLY)
             self._add("comm_s", time.perf_counter() - t0)
+            self._add("comm_cpu_s", time.thread_time() - cpu0)
 
 
 class _TimedLock:

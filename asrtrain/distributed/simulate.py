@@ -65,9 +65,14 @@ implement them):
   cores, shared with whatever else runs there. SSGD's all-reduces and the epoch-end world all-reduce are
   entered by every learner at once with nothing else running, so they take ``max(1, m / k)`` times the
   link time (m of the collective's learners on the busiest node, k cores); H-ADPSGD's in-group all-reduce
-  and broadcast run beside the other groups' computes, so they take that or longer. ADPSGD's gossip
-  exchanges (a communication thread) take no core: the gossiping step is calibrated from a run whose
-  compute already shared the cores with those threads, so charging them again would count them twice.
+  and broadcast run beside the other groups' computes, so they take that or longer.
+- With shared cores, a gossip exchange's own CPU (``Cluster.exchange_cpu_s``, core-seconds per exchange
+  and side: the communication thread's snapshot, its sends and receives, the write-back; since
+  2026-11-27) is a job on the cores too: the active's half before its request and half after the reply,
+  the passive's whole share while it serves (still in arrival order). On 2 learners with a core each
+  that CPU mostly runs while the training thread waits for the averaging lock, a wait the calibrated
+  gossiping step leaves out; with more learners than cores there is no such slack and every exchange
+  takes its CPU from somebody's compute. 0 (the default) leaves exchanges off the cores, as before.
 
 **Outputs** (:class:`EpochResult`): epoch seconds, speed-up (one normal-speed learner's epoch over
 this one, the same data), bytes sent per learner in the epoch, and staleness: the mean, over active
@@ -85,7 +90,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from asrtrain.distributed.simengine import Cpu, Engine, shared_walls
+from asrtrain.distributed.simengine import Cpu, Engine, Signal, shared_walls
 from asrtrain.errors import AsrError
 
 STRATEGIES = ("single", "ssgd", "adpsgd", "h-adpsgd")
@@ -110,6 +115,7 @@ class Cluster:
     exchange_overhead_s: float = 0.0  # per gossip exchange, each side: snapshot + averaging
     fold_s: float = 0.0  # per step, on a gossiping learner's critical path: fold the delta into the weights
     cores_per_node: int = 0  # 0: every learner computes on its own device; k: a node's learners share k cores
+    exchange_cpu_s: float = 0.0  # shared cores only: core-seconds of one gossip exchange on each side
 
     def node(self, rank: int) -> int:
         return rank // max(1, self.learners_per_node)
@@ -248,6 +254,8 @@ def simulate_epoch(plan: Plan, n: int, w: Workload, cluster: Cluster) -> EpochRe
         raise AsrError("the simulator needs learners >= 1, batches >= 1 and step_s > 0")
     if not 0.0 < w.slowed_frac <= 1.0:
         raise AsrError(f"slowed_frac must be in (0, 1], not {w.slowed_frac}")
+    if not cluster.exchange_cpu_s >= 0.0:
+        raise AsrError(f"exchange_cpu_s must be >= 0, not {cluster.exchange_cpu_s}")
     one = single_epoch_s(w)
     if n == 1 or plan.strategy == "single":
         if n != 1:
@@ -350,7 +358,26 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
         yield passive_free[p] + cluster.exchange_overhead_s - eng.now
         stale.append(steps[a] - snap)
 
+    passive_last: List = [None] * groups  # shared-cores exchanges: the passive's last request, in order
+
+    def exchange_on_cores(a: int, rnd: int):
+        """As ``exchange``, with each side's CPU a job on its node's cores (``Cluster.exchange_cpu_s``)."""
+        p, snap, cpu = partner(a, rnd), steps[a], cluster.exchange_cpu_s
+        yield cpus[cluster.node(leader[a])].run(cpu / 2)  # snapshot and send
+        yield transfer(leader[a], leader[p], eng.now + cluster.exchange_overhead_s) - eng.now
+        before, mine = passive_last[p], Signal(eng)
+        passive_last[p] = mine
+        if before is not None:
+            yield before  # the passive serves one request at a time, in arrival order
+        yield cpus[cluster.node(leader[p])].run(cpu)  # snapshot, write-back, reply
+        yield transfer(leader[p], leader[a], eng.now + cluster.exchange_overhead_s) - eng.now
+        mine.fire()
+        yield cpus[cluster.node(leader[a])].run(cpu / 2)  # receive and write back
+        yield cluster.exchange_overhead_s
+        stale.append(steps[a] - snap)
+
     cpus = [Cpu(eng, cluster.cores_per_node) for _ in range(nodes)]
+    on_cores = cluster.cores_per_node > 0 and cluster.exchange_cpu_s > 0
 
     def shared_step(r: int):
         """Rank r's step on its node's shared cores. A slow learner, as ``Strategy._slow_down``: the
@@ -387,7 +414,7 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
             if active:
                 if plan.delay_by_one and pending is not None:
                     yield pending
-                pending = eng.spawn(exchange(g, rnd))
+                pending = eng.spawn(exchange_on_cores(g, rnd) if on_cores else exchange(g, rnd))
                 rnd += 1
             if cluster.cores_per_node > 0:
                 members = [eng.spawn(shared_step(r)) for r in range(g * m, (g + 1) * m)]

@@ -25,7 +25,7 @@ class Monitor:
         self.total = total_steps
         self.bar = None
         self.tb = None
-        self._window = {"loss": 0.0, "n": 0, "frames": 0, "compute": 0.0, "t0": time.time()}
+        self._new_window()
         if self.main and sys.stderr.isatty():
             from tqdm import tqdm
             self.bar = tqdm(total=total_steps, desc="train", unit="step", dynamic_ncols=True)
@@ -50,16 +50,24 @@ class Monitor:
             return
         elapsed = max(1e-9, time.time() - w["t0"])
         row = {"loss": w["loss"] / w["n"], "lr": lr, "steps_per_s": w["n"] / elapsed,
-               "audio_s_per_s": w["frames"] * 0.01 / elapsed, "compute_frac": w["compute"] / elapsed}
-        row.update(metrics())
+               "audio_s_per_s": w["frames"] * 0.01 / elapsed, "compute_frac": w["compute"] / elapsed,
+               # CPU seconds in the window: the whole process (every thread: prefetch, gossip, gloo's) and the
+               # training thread alone; they are core-seconds, whatever else shares the cores
+               "cpu_s": time.process_time() - w["cpu0"], "main_cpu_s": time.thread_time() - w["main_cpu0"]}
+        extra = metrics()
+        row.update(extra)
         if self.tb is not None:
             for k, v in row.items():
                 self.tb.add_scalar(f"train/{k}", v, state.step)
-        if self.bar is None and (self.main or len(row) > 5):
+        if self.bar is None and (self.main or extra):
             text = " ".join(f"{k}={v:.4g}" for k, v in row.items())
             log.info("[learner %d] epoch %d step %d/%d %s", self.rank, state.epoch + 1, state.step, self.total,
                      text)
-        self._window = {"loss": 0.0, "n": 0, "frames": 0, "compute": 0.0, "t0": time.time()}
+        self._new_window()
+
+    def _new_window(self) -> None:
+        self._window = {"loss": 0.0, "n": 0, "frames": 0, "compute": 0.0, "t0": time.time(),
+                        "cpu0": time.process_time(), "main_cpu0": time.thread_time()}
 
     def epoch(self, row: Dict[str, float]) -> None:
         if self.tb is not None:

@@ -119,7 +119,7 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
     final = strategy.finalize(model)
     after = torch.cat([p.detach().reshape(-1) for p in final.parameters()]).cpu()
     for key, value in strategy.metrics().items():  # counters add up; samples are replaced
-        counter = key in ("exchanges", "comm_s", "lock_wait_s")
+        counter = key in ("exchanges", "comm_s", "comm_cpu_s", "lock_wait_s")
         metrics[key] = metrics.get(key, 0.0) + value if counter else value
     metrics["finalize_s"] = time.perf_counter() - t0
     metrics["train_s"] = t0 - t_start

@@ -93,6 +93,7 @@ def test_adpsgd_zero_gradients_reach_consensus_on_the_initial_mean(four, key):
         assert r["metrics"]["consensus_distance"] < 1e-6
         torch.testing.assert_close(r["final"], mean, rtol=0, atol=1e-6)
         assert r["metrics"]["exchanges"] > 0
+        assert r["metrics"]["comm_cpu_s"] > 0  # the communication thread's CPU, active and passive alike
     assert all(torch.equal(r["final"], res[0]["final"]) for r in res)
 
 

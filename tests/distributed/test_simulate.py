@@ -165,6 +165,15 @@ def test_simulate_command(tmp_path):
     assert "2 shared cores/node" in res.output
     speedups = [float(line.split()[3]) for line in res.output.splitlines() if line.startswith("ssgd ")]
     assert speedups == pytest.approx([2.0, 2.0], rel=1e-3), res.output
+    # ... and gossip exchanges that take CPU from those cores make ADPSGD slower than free ones
+    args = ["simulate", "--learners", "4", "--strategies", "adpsgd", "--step-s", "0.1", "--batches", "400",
+            "--params", "1000", "--learners-per-node", "4", "--cores-per-node", "2", "--intra-gbps", "1000",
+            "--intra-latency-us", "0"]
+    rows = [next(line.split() for line in run(*a).output.splitlines() if line.startswith("adpsgd "))
+            for a in (args, args + ["--exchange-cpu-ms", "20"])]
+    assert float(rows[1][3]) < float(rows[0][3]), rows
+    bad = run(*args, "--exchange-cpu-ms", "-1")
+    assert bad.exit_code == 2 and "'--exchange-cpu-ms': -1.0 is not in the range" in bad.output
 
 
 # -- learners sharing the cores of one machine (processor sharing) ------------------------------------
@@ -245,3 +254,25 @@ def test_slow_learner_sleeps_for_only_the_slowed_part_of_its_step_by_hand():
     assert simulate_epoch(Plan("adpsgd"), 2, one, shared(1)).epoch_s == pytest.approx(0.6)
     with pytest.raises(AsrError, match="slowed_frac"):
         simulate_epoch(Plan("adpsgd"), 2, replace(one, slowed_frac=0.0), shared(1))
+
+
+def test_gossip_exchanges_take_cpu_on_shared_cores_by_hand():
+    # Two learners, one step each of 1 core-second, on 2 shared cores, free links; each exchange side
+    # costs 0.5 core-seconds. t=0: the active's first half (0.25) and both computes share 2 cores (2/3
+    # each): it ends at 0.375, the computes have 0.75 left. The passive's 0.5 and the computes (2/3 each)
+    # end the passive's part at 1.125, computes 0.25 left; then the active's last 0.25 and both computes
+    # end together at 1.5. Without the exchange CPU the epoch is the step: 1 s.
+    w = work(step_s=1.0, batches=2, params=1)
+    on = replace(shared(2), exchange_cpu_s=0.5)
+    assert simulate_epoch(Plan("adpsgd"), 2, w, on).epoch_s == pytest.approx(1.5)
+    assert simulate_epoch(Plan("adpsgd"), 2, w, shared(2)).epoch_s == pytest.approx(1.0)
+    # with a device each the exchange CPU is not charged (GPU learners: exchange_overhead_s is the cost)
+    assert simulate_epoch(Plan("adpsgd"), 2, w, replace(shared(0), exchange_cpu_s=0.5)).epoch_s \
+        == pytest.approx(1.0)
+    # with exchange CPU on the cores, more cores still never make a run slower (8 learners, random
+    # partners, so two actives may queue on one passive)
+    many = [simulate_epoch(Plan("adpsgd", "random"), 8, work(step_s=0.1, batches=64, params=1),
+                           replace(shared(c, per_node=8), exchange_cpu_s=0.01)).epoch_s for c in (1, 2, 4, 8)]
+    assert all(a >= b - 1e-9 for a, b in zip(many, many[1:])), many
+    with pytest.raises(AsrError, match="exchange_cpu_s"):
+        simulate_epoch(Plan("adpsgd"), 2, w, replace(shared(2), exchange_cpu_s=-1.0))
