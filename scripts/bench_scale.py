@@ -16,7 +16,8 @@
    The simulator, with the machine's cores shared by processor sharing (``Cluster.cores_per_node``; the
    computes and, since 2026-11-26, the collectives) and the slow learner idle for twice the part of its
    step before the end of the backward pass (what ``dist.slowdown`` does; that part's share of a step
-   read from the same runs' logged ``compute_s``),
+   read from the same runs' logged ``compute_s``; since 2026-11-27 a gossip exchange's CPU on each side, from
+   ``adpsgd2``'s logged ``comm_cpu_s``, also a job on the cores, with the model without it printed beside),
    then predicts rank 0's last-epoch time of every run: the other runs are predictions from those two
    step times, not fits.
 
