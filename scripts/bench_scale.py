@@ -147,14 +147,17 @@ def reuse(work: Path, names) -> list:
 WINDOW_RE = re.compile(r"\[(\d+)\] INFO \S+: \[learner \d+\] epoch (\d+) step \d+/\d+ (.*)$", re.M)
 
 
+def _logged(run, epoch: int):
+    """Every learner's log windows of ``epoch``, in log order, as (rank, key=value dict)."""
+    for m in WINDOW_RE.finditer(run.log()):
+        if int(m.group(2)) == epoch:
+            yield int(m.group(1)), dict(item.split("=", 1) for item in m.group(3).split())
+
+
 def _windows(run, rank: int, epoch: int) -> list:
     """``rank``'s log windows of ``epoch`` as (key=value dict, steps in the window), the first one dropped
     when there are more (see :func:`own_step_s`: it is not the epoch's)."""
-    rows = []
-    for m in WINDOW_RE.finditer(run.log()):
-        if int(m.group(1)) == rank and int(m.group(2)) == epoch:
-            kv = dict(item.split("=", 1) for item in m.group(3).split())
-            rows.append((kv, float(kv.get("steps", 0)) or 5.0))
+    rows = [(kv, float(kv.get("steps", 0)) or 5.0) for r, kv in _logged(run, epoch) if r == rank]
     return rows[1:] if len(rows) > 1 else rows
 
 
@@ -185,13 +188,9 @@ def exchange_cpu_s(run, epoch: int) -> float:
     """Core-seconds of one gossip exchange on one side: the communication threads' logged ``comm_cpu_s``
     over the ``exchanges`` both sides count, every rank's windows of ``epoch`` (0 for a run logged before
     ``comm_cpu_s`` existed)."""
-    cpu = exchanges = 0.0
-    for m in WINDOW_RE.finditer(run.log()):
-        if int(m.group(2)) == epoch:
-            kv = dict(item.split("=", 1) for item in m.group(3).split())
-            cpu += float(kv.get("comm_cpu_s", 0.0))
-            exchanges += float(kv.get("exchanges", 0.0))
-    return cpu / exchanges if exchanges else 0.0
+    rows = [kv for _, kv in _logged(run, epoch)]
+    exchanges = sum(float(kv.get("exchanges", 0.0)) for kv in rows)
+    return sum(float(kv.get("comm_cpu_s", 0.0)) for kv in rows) / exchanges if exchanges else 0.0
 
 
 def batches_per_epoch(run, n: int, m: int, epochs: int) -> int:
