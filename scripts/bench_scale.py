@@ -138,6 +138,71 @@ def measure_gloo(nbytes: int) -> Link:
     return Link(lat, bw)
 
 
+def _oversub_worker(layers: int, hidden: int, frames: int, seconds: float, barrier, q) -> None:
+    """One process of :func:`measure_oversub`: training steps of the bench's BLSTM (the synthetic recipe's
+    model section, ``layers`` x ``hidden``, 80 features, 60 tokens) on random features, a batch of
+    ``frames`` frames, for ``seconds`` after every process is ready; puts (steps done, seconds they took)."""
+    import torch
+    from bench_common import RECIPE
+    from asrtrain.config import load_config
+    from asrtrain.model.blstm import build_model
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = load_config(RECIPE / "train.yaml", [f"model.num_layers={layers}", f"model.hidden={hidden}",
+                                                "model.input_dim=80", "model.num_targets=60"]).model
+    model = build_model(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    utts, length = 8, frames // 8
+    x, lengths = torch.randn(utts, length, 80), torch.full((utts,), length)
+    targets, target_lengths = torch.randint(1, 60, (utts, 10)), torch.full((utts,), 10)
+
+    def step() -> None:
+        logp, out_lengths = model(x, lengths)
+        loss = torch.nn.functional.ctc_loss(logp.transpose(0, 1), targets, out_lengths, target_lengths)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    for _ in range(2):  # warm-up: allocations, first-call paths
+        step()
+    barrier.wait()
+    t0 = time.perf_counter()
+    done, last = 0, t0
+    while last - t0 < seconds:
+        step()
+        done, last = done + 1, time.perf_counter()
+    q.put((done, last - t0))
+
+
+def measure_oversub(cores: int, layers: int, hidden: int, frames: int, seconds: float = 6.0) -> float:
+    """What oversubscribing this machine's cores costs (``Cluster.oversub_overhead``, c): N = k, 2k and 4k
+    processes (one torch thread each) run training steps of the bench's model at once for ``seconds``;
+    the time per step of N processes over N / k times that of k is the slow-down the model reads as
+    ``1 + c (N / k - 1)`` (:func:`asrtrain.distributed.simengine.fit_overhead`). Nothing else may run."""
+    import torch.multiprocessing as mp
+    from asrtrain.distributed.simengine import fit_overhead
+    ctx = mp.get_context("spawn")
+    per_step = {}
+    for n in (cores, 2 * cores, 4 * cores):
+        q, barrier = ctx.Queue(), ctx.Barrier(n)
+        procs = [ctx.Process(target=_oversub_worker, args=(layers, hidden, frames, seconds, barrier, q))
+                 for _ in range(n)]
+        for p in procs:
+            p.start()
+        res = [q.get(timeout=600) for _ in procs]
+        for p in procs:
+            p.join()
+        per_step[n] = n / sum(done / took for done, took in res)  # wall seconds per step, all together
+    points = [(n / cores, per_step[n] / per_step[cores] / (n / cores)) for n in per_step]
+    c = fit_overhead(points)
+    print("oversubscription on this machine (BLSTM steps, 1 thread per process): "
+          + ", ".join(f"{n} processes {per_step[n] * 1000:.1f} ms a step together, slow-down {s:.3f}"
+                      for n, (_, s) in zip(per_step, points))
+          + f"; fitted c = {c:.3f} (a job's work x (1 + c (m / k - 1)) while m > k share k cores)",
+          flush=True)
+    return c
+
+
 def reuse(work: Path, names) -> list:
     """The finished runs ``names`` already in ``work/runs`` (--reuse), or [] if any is missing."""
     exps = [work / "runs" / name for name in names]
@@ -182,6 +247,13 @@ def slept_s(run, rank: int, epoch: int) -> float:
     the logged ``compute_s``, from ``before_step`` to the end of the backward pass (ADPSGD's also holds
     the gradient norm, up to ``apply_step``), over the same windows as :func:`own_step_s`."""
     return statistics.mean(float(kv["compute_s"]) / n for kv, n in _windows(run, rank, epoch))
+
+
+def own_cpu_step_s(run, rank: int, epoch: int) -> float:
+    """Core-seconds per step of ``rank``'s training thread in ``epoch`` (its logged ``main_cpu_s``, the
+    thread's CPU clock), over the same windows as :func:`own_step_s`: a step's work with the waits and the
+    time runnable but not running (its own gossip thread, the other learner) left out."""
+    return statistics.mean(float(kv["main_cpu_s"]) / n for kv, n in _windows(run, rank, epoch))
 
 
 def exchange_cpu_s(run, epoch: int) -> float:
@@ -263,14 +335,31 @@ def part_self(work: Path, args, out: dict) -> None:
                                              for run, _ in runs["adpsgd2"][4]) / gossip)
     # The CPU of one gossip exchange side (the communication thread's, thread_time), from the same runs.
     xcpu = statistics.median(exchange_cpu_s(run, args.epochs) for run, _ in runs["adpsgd2"][4])
+    # Candidates of 2026-11-27 (both columns printed; --model picks the one the last lines report): what
+    # oversubscription costs, measured apart from the runs; a gossiping step's work from its CPU clock.
+    gossip_cpu = statistics.median(statistics.mean(own_cpu_step_s(run, r, args.epochs) for r in range(2))
+                                   for run, _ in runs["adpsgd2"][4])
+    oversub = measure_oversub(cores, args.layers, args.hidden, args.frames)
     print(f"calibrated on {' and '.join(CALIBRATION)} (a core per learner): all-reducing step "
           f"{sync * 1000:.1f} ms, gossiping step {gossip * 1000:.1f} ms; gloo {link.latency_s * 1e6:.0f} us, "
           f"{link.bandwidth_Bps / 1e9:.2f} GB/s; {cores} cores shared by processor sharing; "
           f"slow learner: idle {args.slow - 1:g} x the wall time of the part of its step before the end of "
           f"the backward pass (dist.slowdown): {sync_frac:.3f} of an all-reducing step, {gossip_frac:.3f} of "
           f"a gossiping one; a gossip exchange takes {xcpu * 1000:.2f} ms of CPU on each side "
-          f"(Cluster.exchange_cpu_s; the previous model, which leaves it off the cores, is shown beside)")
-    rows, errs, held, errs_before = [], [], [], []
+          f"(Cluster.exchange_cpu_s); candidates: oversubscription c = {oversub:.3f} "
+          f"(Cluster.oversub_overhead), and a gossiping step's work from the training thread's CPU clock, "
+          f"{gossip_cpu * 1000:.1f} ms")
+
+    def model(name: str, w: Workload, c: Cluster, strategy: str):
+        """The (workload, cluster) of model ``name`` for one run."""
+        if name != "current":
+            c = replace(c, oversub_overhead=oversub)
+        if name == "oversub-cpu" and strategy == "adpsgd":
+            w = replace(w, step_s=gossip_cpu)
+        return w, c
+
+    models = ("current", "oversub", "oversub-cpu")
+    rows, errs, held, every = [], [], [], {k: [] for k in models}
     for name, (n, strategy, slow, per_node, reps) in runs.items():
         times = [run.history()[-1]["seconds"] for run, _ in reps]
         measured = statistics.median(times)
@@ -284,26 +373,30 @@ def part_self(work: Path, args, out: dict) -> None:
                      slowed_frac=gossip_frac if strategy == "adpsgd" else sync_frac)
         c = Cluster(intra=link, inter=link, learners_per_node=n, cores_per_node=cores, exchange_cpu_s=xcpu)
         plan = Plan(strategy, group_size=per_node)
-        pred = simulate_epoch(plan, n, w, c).epoch_s
-        before = simulate_epoch(plan, n, w, replace(c, exchange_cpu_s=0.0)).epoch_s
-        err, err_before = (pred - measured) / measured, (before - measured) / measured
-        errs.append(abs(err))
         role = "calibration" if name in CALIBRATION else "predicted"
-        errs_before.append(abs(err_before))
+        preds = {k: simulate_epoch(plan, n, *model(k, w, c, strategy)).epoch_s for k in models}
+        for k, p in preds.items():
+            every[k].append(((p - measured) / measured, role))
+        err = (preds[args.model] - measured) / measured
+        errs.append(abs(err))
         if role == "predicted":
             held.append(abs(err))
-        print(f"  {name}: measured {measured:.2f} s, predicted {pred:.2f} s ({err:+.3f}, {role}); "
-              f"exchanges off the cores {before:.2f} s ({err_before:+.3f})", flush=True)
-        rows.append([name, n, role, f"{measured:.2f}{spread}", f"{pred:.2f}", f"{err:+.3f}",
-                     f"{before:.2f} ({err_before:+.3f})", load])
+        print(f"  {name}: measured {measured:.2f} s ({role}); predicted "
+              + ", ".join(f"{k} {p:.2f} s ({(p - measured) / measured:+.3f})" for k, p in preds.items()),
+              flush=True)
+        rows.append([name, n, role, f"{measured:.2f}{spread}"]
+                    + [f"{p:.2f} ({(p - measured) / measured:+.3f})" for p in preds.values()] + [load])
     what = f"median (min-max) of {args.repeats}" if args.repeats > 1 else "one run"
-    print(markdown_table(["run", "learners", "role", f"measured epoch {args.epochs} s, {what}",
-                          "predicted epoch s", "rel. error", "exchanges off the cores (error)",
-                          "load avg (1 min)"], rows))
+    print(markdown_table(["run", "learners", "role", f"measured epoch {args.epochs} s, {what}"]
+                         + [f"{k}: predicted s (error)" for k in models] + ["load avg (1 min)"], rows))
+    for k in models:
+        mine = [abs(e) for e, role in every[k] if role == "predicted"]
+        print(f"model {k}: worst relative error {max(abs(e) for e, _ in every[k]):.3f} over all "
+              f"{len(every[k])} runs, {max(mine):.3f} over the {len(mine)} predicted ones, mean absolute "
+              f"{statistics.mean(mine):.3f} over those")
     out["self_err"] = max(errs)
-    print(f"worst relative error: {max(errs):.3f} over all {len(errs)} runs, {max(held):.3f} over the "
-          f"{len(held)} predicted ones; with the exchanges off the cores (the model before 2026-11-27): "
-          f"{max(errs_before):.3f}")
+    print(f"model {args.model} (--model): worst relative error {max(errs):.3f} over all {len(errs)} runs, "
+          f"{max(held):.3f} over the {len(held)} predicted ones")
 
 
 def main() -> None:
@@ -320,6 +413,10 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--learners", default="2,4,8", help="learner counts of the self-calibration runs")
     ap.add_argument("--slow", type=float, default=3.0, help="the slow learner's dist.slowdown factor")
+    ap.add_argument("--model", choices=("current", "oversub", "oversub-cpu"), default="current",
+                    help="the model the last lines report (every one is printed): current; oversub, with "
+                         "what oversubscribing the cores costs (measured); oversub-cpu, also a gossiping "
+                         "step's work from the training thread's CPU clock")
     ap.add_argument("--reuse", action="store_true", help="reuse finished runs in --work/runs (re-analysis)")
     args = ap.parse_args()
     if args.repeats < 1 or args.epochs < 1:

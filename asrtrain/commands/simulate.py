@@ -42,6 +42,9 @@ import click
 @click.option("--exchange-cpu-ms", type=click.FloatRange(min=0.0),
               help="With --cores-per-node: CPU of one gossip exchange on each side, ms, taken from the "
                    "shared cores (the comm_cpu_s / exchanges a learner logs) [0].")
+@click.option("--oversub-overhead", type=click.FloatRange(min=0.0),
+              help="With --cores-per-node: what oversubscription costs, c: m > k jobs on k cores each "
+                   "need 1 + c (m / k - 1) times their work (scripts/bench_scale.py measures it) [0].")
 @click.option("--epochs", type=int, default=16, show_default=True, help="For the hours column.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the speed-up PNG here.")
@@ -65,7 +68,8 @@ def simulate(strategies: str, learners: str, max_learners: int, balance: str, pl
                 else over["exchange_overhead_ms"] * 1e-3,
                 fold_s=c.fold_s if over["fold_ms"] is None else over["fold_ms"] * 1e-3,
                 cores_per_node=over["cores_per_node"] or 0,
-                exchange_cpu_s=(over["exchange_cpu_ms"] or 0.0) * 1e-3)
+                exchange_cpu_s=(over["exchange_cpu_ms"] or 0.0) * 1e-3,
+                oversub_overhead=over["oversub_overhead"] or 0.0)
     ns = [int(x) for x in learners.split(",") if x.strip()] or sr.powers_of_two(max_learners)
     plans = [parse_plan(s, balance) for s in strategies.split(",") if s.strip()]
     results = sweep(plans, ns, w, c)

@@ -4,13 +4,18 @@ processor sharing of a node's cores.
 - :class:`Engine` runs processes: generators that yield a delay in seconds or a :class:`Signal` to
   wait for.
 - :class:`Cpu` is ``cores`` cores shared by processor sharing: m running jobs each progress at
-  ``min(1, cores / m)`` core-seconds per second.
+  :func:`ps_rate` core-seconds per second, ``min(1, cores / m)`` when oversubscription is free.
 - :func:`shared_walls` is the closed form of the same sharing for jobs that start together (SSGD's step).
+
+``overhead`` (``c``, 0 by default) is what oversubscription costs: with m > k jobs on k cores, every job's
+work grows by ``1 + c (m / k - 1)`` (context switches, caches refilled after each one), so 4 jobs on 2
+cores each progress at ``(1/2) / (1 + c)``. ``scripts/bench_scale.py`` measures c on the machine with
+N processes of a fixed training step (:func:`fit_overhead`), as it measures the network.
 """
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict, Iterator, List, Tuple
 
 
 class Signal:
@@ -65,17 +70,35 @@ class Engine:
             fn()
 
 
-class Cpu:
-    """``cores`` cores shared by processor sharing: m running jobs each progress at ``min(1, cores / m)``
-    core-seconds per second. ``run(work)`` gives a signal that fires when ``work`` core-seconds are done."""
+def ps_rate(m: int, cores: int, overhead: float = 0.0) -> float:
+    """Core-seconds of work per second for each of ``m`` jobs on ``cores`` cores:
+    ``min(1, k / m) / (1 + overhead * max(0, m / k - 1))`` (0 for no jobs)."""
+    if m <= 0:
+        return 0.0
+    return min(1.0, cores / m) / (1.0 + overhead * max(0.0, m / cores - 1.0))
 
-    def __init__(self, eng: Engine, cores: int):
-        self.eng, self.cores = eng, max(1, cores)
+
+def fit_overhead(points: List[Tuple[float, float]]) -> float:
+    """The ``overhead`` c that best fits measured slow-downs: ``points`` are (m / k, s) with s the time
+    per unit of work with m jobs on k cores over ``m / k`` times its time with k jobs; the model says
+    ``s = 1 + c (m / k - 1)``. Least squares through (1, 1), clipped at 0."""
+    xs = [(x - 1.0, s - 1.0) for x, s in points if x > 1.0]
+    den = sum(x * x for x, _ in xs)
+    return max(0.0, sum(x * s for x, s in xs) / den) if den else 0.0
+
+
+class Cpu:
+    """``cores`` cores shared by processor sharing: m running jobs each progress at
+    :func:`ps_rate` core-seconds per second. ``run(work)`` gives a signal that fires when ``work``
+    core-seconds are done."""
+
+    def __init__(self, eng: Engine, cores: int, overhead: float = 0.0):
+        self.eng, self.cores, self.overhead = eng, max(1, cores), overhead
         self.jobs: Dict[int, List] = {}  # id -> [remaining work, signal]
         self.last, self.version, self._ids = 0.0, 0, 0
 
     def _rate(self) -> float:
-        return min(1.0, self.cores / len(self.jobs)) if self.jobs else 0.0
+        return ps_rate(len(self.jobs), self.cores, self.overhead)
 
     def _advance(self) -> None:
         gone = (self.eng.now - self.last) * self._rate()
@@ -107,16 +130,17 @@ class Cpu:
         return done
 
 
-def shared_walls(works: List[float], cores: int) -> List[float]:
+def shared_walls(works: List[float], cores: int, overhead: float = 0.0) -> List[float]:
     """Wall times of jobs that start together on ``cores`` shared cores (processor sharing, each job at
-    most one core); ``cores`` 0 means a device each (wall = work)."""
+    most one core, :func:`ps_rate`); ``cores`` 0 means a device each (wall = work)."""
     if cores <= 0 or len(works) <= cores:
         return list(works)
     order = sorted(range(len(works)), key=lambda i: works[i])
     walls, t, done = [0.0] * len(works), 0.0, 0.0
     for k, i in enumerate(order):
         running = len(works) - k
-        t += (works[i] - done) * running / min(cores, running)
+        cost = 1.0 + overhead * max(0.0, running / cores - 1.0)  # 1.0 exactly without overhead
+        t += (works[i] - done) * running / min(cores, running) * cost
         done = works[i]
         walls[i] = t
     return walls

@@ -73,6 +73,9 @@ implement them):
   that CPU mostly runs while the training thread waits for the averaging lock, a wait the calibrated
   gossiping step leaves out; with more learners than cores there is no such slack and every exchange
   takes its CPU from somebody's compute. 0 (the default) leaves exchanges off the cores, as before.
+- With shared cores, oversubscription may cost work (``Cluster.oversub_overhead``, c; since 2026-11-27):
+  while m > k jobs share a node's k cores, each job's work grows by ``1 + c (m / k - 1)``
+  (:mod:`asrtrain.distributed.simengine`). 0 (the default) is free processor sharing, as before.
 
 **Outputs** (:class:`EpochResult`): epoch seconds, speed-up (one normal-speed learner's epoch over
 this one, the same data), bytes sent per learner in the epoch, and staleness: the mean, over active
@@ -116,6 +119,7 @@ class Cluster:
     fold_s: float = 0.0  # per step, on a gossiping learner's critical path: fold the delta into the weights
     cores_per_node: int = 0  # 0: every learner computes on its own device; k: a node's learners share k cores
     exchange_cpu_s: float = 0.0  # shared cores only: core-seconds of one gossip exchange on each side
+    oversub_overhead: float = 0.0  # shared cores only: m > k jobs each cost 1 + c (m / k - 1) x their work
 
     def node(self, rank: int) -> int:
         return rank // max(1, self.learners_per_node)
@@ -256,6 +260,8 @@ def simulate_epoch(plan: Plan, n: int, w: Workload, cluster: Cluster) -> EpochRe
         raise AsrError(f"slowed_frac must be in (0, 1], not {w.slowed_frac}")
     if not cluster.exchange_cpu_s >= 0.0:
         raise AsrError(f"exchange_cpu_s must be >= 0, not {cluster.exchange_cpu_s}")
+    if not cluster.oversub_overhead >= 0.0:
+        raise AsrError(f"oversub_overhead must be >= 0, not {cluster.oversub_overhead}")
     one = single_epoch_s(w)
     if n == 1 or plan.strategy == "single":
         if n != 1:
@@ -281,11 +287,12 @@ def single_epoch_s(w: Workload) -> float:
 def collective_share(ranks: List[int], cluster: Cluster) -> float:
     """A collective's wall time over its link time when ``ranks`` enter it together and nothing else runs:
     ``max(1, m / k)``, m the most of them on one node, k its cores (every process needs a core to
-    progress); 1 with a device each."""
+    progress), times the oversubscription cost ``1 + c (m / k - 1)``; 1 with a device each."""
     if cluster.cores_per_node <= 0:
         return 1.0
     busiest = max(Counter(cluster.node(r) for r in ranks).values())
-    return max(1.0, busiest / cluster.cores_per_node)
+    load = busiest / cluster.cores_per_node
+    return max(1.0, load) * (1.0 + cluster.oversub_overhead * max(0.0, load - 1.0))
 
 
 def _ssgd(n: int, w: Workload, cluster: Cluster):
@@ -299,7 +306,7 @@ def _ssgd(n: int, w: Workload, cluster: Cluster):
         for lo in range(0, n, per_node):
             for k in range(steps):
                 walls[lo:lo + per_node, k] = shared_walls(list(work[lo:lo + per_node, k]),
-                                                          cluster.cores_per_node)
+                                                          cluster.cores_per_node, cluster.oversub_overhead)
         walls = walls * factor  # then the slow ones sleep: (slow_factor - 1) x slowed_frac of that wall
     slowest = np.max(walls, axis=0)
     link = cluster.link(list(range(n)))
@@ -376,7 +383,7 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
         yield cluster.exchange_overhead_s
         stale.append(steps[a] - snap)
 
-    cpus = [Cpu(eng, cluster.cores_per_node) for _ in range(nodes)]
+    cpus = [Cpu(eng, cluster.cores_per_node, cluster.oversub_overhead) for _ in range(nodes)]
     on_cores = cluster.cores_per_node > 0 and cluster.exchange_cpu_s > 0
 
     def shared_step(r: int):

@@ -276,3 +276,64 @@ def test_gossip_exchanges_take_cpu_on_shared_cores_by_hand():
     assert all(a >= b - 1e-9 for a, b in zip(many, many[1:])), many
     with pytest.raises(AsrError, match="exchange_cpu_s"):
         simulate_epoch(Plan("adpsgd"), 2, w, replace(shared(2), exchange_cpu_s=-1.0))
+
+
+def test_oversubscription_costs_work_by_hand():
+    from asrtrain.distributed.simengine import Cpu, Engine, fit_overhead, ps_rate, shared_walls
+    # c = 0.5: m > k jobs on k cores each need 1 + 0.5 (m / k - 1) times their work
+    assert ps_rate(2, 2, 0.5) == 1.0 and ps_rate(1, 2, 0.5) == 1.0  # not oversubscribed: free
+    assert ps_rate(4, 2, 0.5) == pytest.approx(0.5 / 1.5)
+    assert ps_rate(8, 2, 0.5) == pytest.approx(0.25 / 2.5) and ps_rate(0, 2, 0.5) == 0.0
+    # four jobs of 1 core-second on 2 cores: 3 s each (2 s without the cost); 1, 2, 3 on 2 cores: three
+    # at 2/3 / 1.25 until the first ends at 1.875 s; then two at full speed: 2.875 and 3.875 s
+    assert shared_walls([1.0] * 4, 2, 0.5) == pytest.approx([3.0] * 4)
+    assert shared_walls([1.0, 2.0, 3.0], 2, 0.5) == pytest.approx([1.875, 2.875, 3.875])
+    # the event-driven Cpu agrees with the closed form, on any works
+    for works in ([1.0, 2.0, 3.0], [0.3, 0.3, 0.9, 1.7, 0.1], [2.0] * 8):
+        eng, ends = Engine(), {}
+        cpu = Cpu(eng, 2, 0.5)
+        for i, x in enumerate(works):
+            cpu.run(x).then(lambda i=i: ends.setdefault(i, eng.now))
+        eng.run()
+        assert [ends[i] for i in range(len(works))] == pytest.approx(shared_walls(works, 2, 0.5))
+    # the fit recovers c from exact slow-downs and from none (c = 0), and clips a speed-up at 0
+    assert fit_overhead([(1.0, 1.0), (2.0, 1.3), (4.0, 1.9)]) == pytest.approx(0.3)
+    assert fit_overhead([(1.0, 1.0), (2.0, 1.0)]) == 0.0 and fit_overhead([(2.0, 0.9)]) == 0.0
+    assert fit_overhead([(1.0, 1.0)]) == 0.0
+
+
+def test_oversubscription_in_the_strategies_by_hand():
+    w = work(step_s=0.1, batches=40)
+    costly = replace(shared(2), oversub_overhead=0.5)
+    # SSGD, 4 learners on 2 cores, 10 steps: 0.2 s each free, 0.3 s with c = 0.5; on 4 cores no cost
+    assert simulate_epoch(Plan("ssgd"), 4, w, costly).epoch_s == pytest.approx(10 * 0.3)
+    assert simulate_epoch(Plan("ssgd"), 4, w, replace(shared(4), oversub_overhead=0.5)).epoch_s \
+        == pytest.approx(10 * 0.1)
+    # the collectives too: 4 processes on 2 cores take 2 x 1.5 times the link time (see above)
+    link = Link(0.0, 60000.0)
+    assert simulate_epoch(Plan("ssgd"), 4, w, replace(shared(2, link=link), oversub_overhead=0.5)).epoch_s \
+        == pytest.approx(10 * 0.6)
+    # ADPSGD, equal learners in phase, free links: 0.3 s a step as well
+    assert simulate_epoch(Plan("adpsgd"), 4, w, costly).epoch_s == pytest.approx(10 * 0.3)
+    # c = 0 is the model without it, exactly; a cost never makes a run faster; negative c is refused
+    slow = work(step_s=0.1, batches=48, spread=0.3, slow_factor=3.0, slow_learners=1, slowed_frac=0.7)
+    for plan in (Plan("ssgd"), Plan("adpsgd", "random"), Plan("h-adpsgd", group_size=2)):
+        c = replace(shared(2), exchange_cpu_s=0.01)
+        base = simulate_epoch(plan, 8, slow, c)
+        assert simulate_epoch(plan, 8, slow, replace(c, oversub_overhead=0.0)) == base
+        times = [simulate_epoch(plan, 8, slow, replace(c, oversub_overhead=x)).epoch_s for x in (0.1, 0.5)]
+        times = [base.epoch_s] + times
+        assert times[0] <= times[1] <= times[2], (plan, times)
+    with pytest.raises(AsrError, match="oversub_overhead"):
+        simulate_epoch(Plan("ssgd"), 4, w, replace(shared(2), oversub_overhead=-0.1))
+
+
+def test_simulate_command_oversubscription():
+    args = ["simulate", "--learners", "4", "--strategies", "ssgd", "--step-s", "0.1", "--batches", "400",
+            "--params", "1000", "--learners-per-node", "4", "--cores-per-node", "2", "--intra-gbps", "1000",
+            "--intra-latency-us", "0"]
+    rows = [next(line.split() for line in run(*a).output.splitlines() if line.startswith("ssgd "))
+            for a in (args, args + ["--oversub-overhead", "0.5"])]
+    assert [float(r[3]) for r in rows] == pytest.approx([2.0, 2.0 / 1.5], abs=0.006), rows  # 2 decimals
+    bad = run(*args, "--oversub-overhead", "-1")
+    assert bad.exit_code == 2 and "'--oversub-overhead': -1.0 is not in the range" in bad.output
