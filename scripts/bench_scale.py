@@ -17,9 +17,12 @@
    computes and, since 2026-11-26, the collectives) and the slow learner idle for twice the part of its
    step before the end of the backward pass (what ``dist.slowdown`` does; that part's share of a step
    read from the same runs' logged ``compute_s``; since 2026-11-27 a gossip exchange's CPU on each side, from
-   ``adpsgd2``'s logged ``comm_cpu_s``, also a job on the cores, with the model without it printed beside),
-   then predicts rank 0's last-epoch time of every run: the other runs are predictions from those two
-   step times, not fits.
+   ``adpsgd2``'s logged ``comm_cpu_s``, also a job on the cores), then predicts rank 0's last-epoch time of
+   every run: the other runs are predictions from those two step times, not fits. Three models are printed
+   side by side (``--model`` picks the one the last lines report): ``current``; ``oversub``, with what
+   oversubscribing the cores costs (``Cluster.oversub_overhead``, measured by :func:`measure_oversub` in
+   the same run, apart from the timed runs); ``oversub-cpu``, also with ADPSGD's step from the training
+   thread's CPU clock (docs/scale.md gives the rule that chooses between them).
 
     python scripts/bench_scale.py                     # both parts (self: about 20 minutes on 2 cores)
     python scripts/bench_scale.py --repeats 1         # one run of each (about 7 minutes; noisier)
