@@ -18,11 +18,12 @@
    step before the end of the backward pass (what ``dist.slowdown`` does; that part's share of a step
    read from the same runs' logged ``compute_s``; since 2026-11-27 a gossip exchange's CPU on each side, from
    ``adpsgd2``'s logged ``comm_cpu_s``, also a job on the cores), then predicts rank 0's last-epoch time of
-   every run: the other runs are predictions from those two step times, not fits. Three models are printed
-   side by side (``--model`` picks the one the last lines report): ``current``; ``oversub``, with what
-   oversubscribing the cores costs (``Cluster.oversub_overhead``, measured by :func:`measure_oversub` in
-   the same run, apart from the timed runs); ``oversub-cpu``, also with ADPSGD's step from the training
-   thread's CPU clock (docs/scale.md gives the rule that chooses between them).
+   every run: the other runs are predictions from those two step times, not fits. Two models are printed
+   side by side (``--model`` picks the one the last lines report): ``current``, and ``threads``, whose step
+   is the training thread's CPU and the other threads' CPU as two jobs on the cores (from the calibration
+   runs' CPU clocks; SSGD's remaining wait off the cores), with what oversubscribing the cores costs
+   (``Cluster.oversub_overhead``, measured by :func:`measure_oversub` in the same run, apart from the timed
+   runs). docs/scale.md gives the rule that chooses between them.
 
     python scripts/bench_scale.py                     # both parts (self: about 20 minutes on 2 cores)
     python scripts/bench_scale.py --repeats 1         # one run of each (about 7 minutes; noisier)
@@ -141,55 +142,66 @@ def measure_gloo(nbytes: int) -> Link:
     return Link(lat, bw)
 
 
-def _oversub_worker(layers: int, hidden: int, frames: int, seconds: float, barrier, q) -> None:
-    """One process of :func:`measure_oversub`: training steps of the bench's BLSTM (the synthetic recipe's
-    model section, ``layers`` x ``hidden``, 80 features, 60 tokens) on random features, a batch of
-    ``frames`` frames, for ``seconds`` after every process is ready; puts (steps done, seconds they took)."""
+def _oversub_worker(train_dir: str, tokenizer: str, sets: list, exp: str, seconds: float, barrier, q) -> None:
+    """One process of :func:`measure_oversub`: the bench runs' own training step (their config and model,
+    the corpus's batches collated from its features, the summed loss over its count, clipping, the
+    optimizer step; no communication) on one torch thread, for ``seconds`` after every process is ready;
+    puts (steps done, seconds they took)."""
     import torch
-    from bench_common import RECIPE
-    from asrtrain.config import load_config
+    from asrtrain.distributed.base import Strategy
+    from asrtrain.features.dataset import AsrDataset
+    from asrtrain.text.tokenizer import Tokenizer
+    from asrtrain.train.batching import BatchSpec, learner_batches
+    from asrtrain.train.job import prepare_job
+    from asrtrain.train.loop import compute_loss, make_optimizer
     from asrtrain.model.blstm import build_model
+    from bench_common import RECIPE
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    cfg = load_config(RECIPE / "train.yaml", [f"model.num_layers={layers}", f"model.hidden={hidden}",
-                                                "model.input_dim=80", "model.num_targets=60"]).model
-    model = build_model(cfg)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    utts, length = 8, frames // 8
-    x, lengths = torch.randn(utts, length, 80), torch.full((utts,), length)
-    targets, target_lengths = torch.randint(1, 60, (utts, 10)), torch.full((utts,), 10)
+    job = prepare_job(RECIPE / "train.yaml", [], sets, Path(train_dir), None, Path(exp), Path(tokenizer),
+                      None, False)
+    cfg = job.cfg
+    torch.manual_seed(cfg.train.seed)
+    data = AsrDataset(Path(train_dir), cfg.model.subsample, Tokenizer(Path(tokenizer)))
+    spec = BatchSpec(cfg.train.max_frames, cfg.train.max_utts, cfg.train.bucket_width, cfg.train.seed)
+    batches = learner_batches(data.lengths, spec, 1, Strategy().partition())
+    model = build_model(cfg.model)
+    opt = make_optimizer(model, cfg)
+    model.train()
 
-    def step() -> None:
-        logp, out_lengths = model(x, lengths)
-        loss = torch.nn.functional.ctc_loss(logp.transpose(0, 1), targets, out_lengths, target_lengths)
+    def step(i: int) -> None:
+        loss, count = compute_loss(model, data.collate(batches[i % len(batches)]), cfg.model.loss)
         opt.zero_grad()
-        loss.backward()
+        (loss / max(1, count)).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
         opt.step()
 
-    for _ in range(2):  # warm-up: allocations, first-call paths
-        step()
+    for i in range(2):  # warm-up: allocations, first-call paths
+        step(i)
     barrier.wait()
     t0 = time.perf_counter()
     done, last = 0, t0
     while last - t0 < seconds:
-        step()
+        step(done)
         done, last = done + 1, time.perf_counter()
     q.put((done, last - t0))
 
 
-def measure_oversub(cores: int, layers: int, hidden: int, frames: int, seconds: float = 6.0) -> float:
-    """What oversubscribing this machine's cores costs (``Cluster.oversub_overhead``, c): N = k, 2k and 4k
-    processes (one torch thread each) run training steps of the bench's model at once for ``seconds``;
-    the time per step of N processes over N / k times that of k is the slow-down the model reads as
-    ``1 + c (N / k - 1)`` (:func:`asrtrain.distributed.simengine.fit_overhead`). Nothing else may run."""
+def measure_oversub(work: Path, corpus, sets: list, cores: int, seconds: float = 6.0) -> float:
+    """What oversubscribing this machine's cores costs (``Cluster.oversub_overhead``, c), measured apart
+    from the timed runs: N = k, 2k and 4k processes (one torch thread each) run the runs' own training
+    step (:func:`_oversub_worker`) at once for ``seconds``; the time per step of N processes over N / k
+    times that of k is the slow-down the model reads as ``1 + c (N / k - 1)``
+    (:func:`asrtrain.distributed.simengine.fit_overhead`). Nothing else may run."""
     import torch.multiprocessing as mp
     from asrtrain.distributed.simengine import fit_overhead
     ctx = mp.get_context("spawn")
     per_step = {}
     for n in (cores, 2 * cores, 4 * cores):
         q, barrier = ctx.Queue(), ctx.Barrier(n)
-        procs = [ctx.Process(target=_oversub_worker, args=(layers, hidden, frames, seconds, barrier, q))
-                 for _ in range(n)]
+        exps = [str(work / "probe" / f"n{n}_{i}") for i in range(n)]
+        procs = [ctx.Process(target=_oversub_worker,
+                             args=(str(corpus.train), str(corpus.tokenizer), sets, exp, seconds, barrier, q))
+                 for exp in exps]
         for p in procs:
             p.start()
         res = [q.get(timeout=600) for _ in procs]
@@ -198,9 +210,9 @@ def measure_oversub(cores: int, layers: int, hidden: int, frames: int, seconds: 
         per_step[n] = n / sum(done / took for done, took in res)  # wall seconds per step, all together
     points = [(n / cores, per_step[n] / per_step[cores] / (n / cores)) for n in per_step]
     c = fit_overhead(points)
-    print("oversubscription on this machine (BLSTM steps, 1 thread per process): "
-          + ", ".join(f"{n} processes {per_step[n] * 1000:.1f} ms a step together, slow-down {s:.3f}"
-                      for n, (_, s) in zip(per_step, points))
+    print("oversubscription on this machine (the runs' training step, no communication, 1 thread per "
+          "process): " + ", ".join(f"{n} processes {per_step[n] * 1000:.1f} ms a step together, slow-down "
+                                   f"{s:.3f}" for n, (_, s) in zip(per_step, points))
           + f"; fitted c = {c:.3f} (a job's work x (1 + c (m / k - 1)) while m > k share k cores)",
           flush=True)
     return c
@@ -252,11 +264,29 @@ def slept_s(run, rank: int, epoch: int) -> float:
     return statistics.mean(float(kv["compute_s"]) / n for kv, n in _windows(run, rank, epoch))
 
 
-def own_cpu_step_s(run, rank: int, epoch: int) -> float:
-    """Core-seconds per step of ``rank``'s training thread in ``epoch`` (its logged ``main_cpu_s``, the
-    thread's CPU clock), over the same windows as :func:`own_step_s`: a step's work with the waits and the
-    time runnable but not running (its own gossip thread, the other learner) left out."""
-    return statistics.mean(float(kv["main_cpu_s"]) / n for kv, n in _windows(run, rank, epoch))
+def cpu_per_step(run, rank: int, epoch: int) -> tuple:
+    """Core-seconds per step of ``rank`` in ``epoch``, over the same windows as :func:`own_step_s`, from the
+    learner's CPU clocks: (its training thread's, ``main_cpu_s``; its other threads' but the gossip one,
+    ``cpu_s - main_cpu_s - comm_cpu_s``: data prefetch, gloo's threads). Waits and the time runnable but
+    not running are in neither."""
+    rows = _windows(run, rank, epoch)
+    main = statistics.mean(float(kv["main_cpu_s"]) / n for kv, n in rows)
+    other = statistics.mean((float(kv["cpu_s"]) - float(kv["main_cpu_s"]) - float(kv.get("comm_cpu_s", 0.0)))
+                            / n for kv, n in rows)
+    return main, max(0.0, other)
+
+
+def threads_step(runs: list, cores: int, oversub: float, wall: float, epochs: int) -> dict:
+    """The ``threads`` model's step from 2-learner calibration ``runs`` (a core each): the training thread's
+    CPU (``step_s``) and the other threads' (``side_s``), medians over the runs of the two ranks' means, and
+    a wait off the cores (``wait_s``) that makes the model's step the calibrated ``wall`` (SSGD's holds waits
+    of its collectives this reading has no other place for; 0 when the two jobs fill it)."""
+    from asrtrain.distributed.simengine import shared_walls
+    per = [[cpu_per_step(run, r, epochs) for r in range(2)] for run in runs]
+    main = statistics.median(statistics.mean(m for m, _ in p) for p in per)
+    side = statistics.median(statistics.mean(o for _, o in p) for p in per)
+    busy = max(shared_walls([main, main, side, side], cores, oversub))
+    return {"step_s": main, "side_s": side, "wait_s": max(0.0, wall - busy)}
 
 
 def exchange_cpu_s(run, epoch: int) -> float:
@@ -322,7 +352,12 @@ def part_self(work: Path, args, out: dict) -> None:
 
     first = runs["ssgd2"][4][0][0]
     params = model_params(first)
-    link = measure_gloo(params * 4)
+    if args.link:
+        lat_us, gbs = (float(x) for x in args.link.split(","))
+        link = Link(lat_us * 1e-6, gbs * 1e9)
+        print(f"gloo given (--link): latency {lat_us:.0f} us, bandwidth {gbs:.2f} GB/s")
+    else:
+        link = measure_gloo(params * 4)
     # The two step times, each from its calibration runs (median over the repeats): an all-reducing step
     # (ssgd; H-ADPSGD's groups all-reduce every step the same way) and a gossiping step (adpsgd's own
     # compute, its waits excluded).
@@ -338,30 +373,30 @@ def part_self(work: Path, args, out: dict) -> None:
                                              for run, _ in runs["adpsgd2"][4]) / gossip)
     # The CPU of one gossip exchange side (the communication thread's, thread_time), from the same runs.
     xcpu = statistics.median(exchange_cpu_s(run, args.epochs) for run, _ in runs["adpsgd2"][4])
-    # Candidates of 2026-11-27 (both columns printed; --model picks the one the last lines report): what
-    # oversubscription costs, measured apart from the runs; a gossiping step's work from its CPU clock.
-    gossip_cpu = statistics.median(statistics.mean(own_cpu_step_s(run, r, args.epochs) for r in range(2))
-                                   for run, _ in runs["adpsgd2"][4])
-    oversub = measure_oversub(cores, args.layers, args.hidden, args.frames)
+    # The candidate (printed beside; --model picks the one the last lines report): a step as the training
+    # thread's CPU and the other threads' on the cores, plus what oversubscription costs (measured apart).
+    oversub = args.oversub if args.oversub is not None else measure_oversub(work, corpus, base, cores)
+    th = {"sync": threads_step([run for run, _ in runs["ssgd2"][4]], cores, oversub, sync, args.epochs),
+          "gossip": threads_step([run for run, _ in runs["adpsgd2"][4]], cores, oversub, 0.0, args.epochs)}
     print(f"calibrated on {' and '.join(CALIBRATION)} (a core per learner): all-reducing step "
           f"{sync * 1000:.1f} ms, gossiping step {gossip * 1000:.1f} ms; gloo {link.latency_s * 1e6:.0f} us, "
           f"{link.bandwidth_Bps / 1e9:.2f} GB/s; {cores} cores shared by processor sharing; "
           f"slow learner: idle {args.slow - 1:g} x the wall time of the part of its step before the end of "
           f"the backward pass (dist.slowdown): {sync_frac:.3f} of an all-reducing step, {gossip_frac:.3f} of "
           f"a gossiping one; a gossip exchange takes {xcpu * 1000:.2f} ms of CPU on each side "
-          f"(Cluster.exchange_cpu_s); candidates: oversubscription c = {oversub:.3f} "
-          f"(Cluster.oversub_overhead), and a gossiping step's work from the training thread's CPU clock, "
-          f"{gossip_cpu * 1000:.1f} ms")
+          f"(Cluster.exchange_cpu_s); the threads model: oversubscription c = {oversub:.3f} "
+          f"(Cluster.oversub_overhead), " + "; ".join(
+              f"{kind} step {t['step_s'] * 1000:.1f} ms training thread + {t['side_s'] * 1000:.1f} ms other "
+              f"threads' CPU, {t['wait_s'] * 1000:.1f} ms waiting" for kind, t in th.items()))
 
     def model(name: str, w: Workload, c: Cluster, strategy: str):
         """The (workload, cluster) of model ``name`` for one run."""
-        if name != "current":
+        if name == "threads":
             c = replace(c, oversub_overhead=oversub)
-        if name == "oversub-cpu" and strategy == "adpsgd":
-            w = replace(w, step_s=gossip_cpu)
+            w = replace(w, **th["gossip" if strategy == "adpsgd" else "sync"])
         return w, c
 
-    models = ("current", "oversub", "oversub-cpu")
+    models = ("current", "threads")
     rows, errs, held, every = [], [], [], {k: [] for k in models}
     for name, (n, strategy, slow, per_node, reps) in runs.items():
         times = [run.history()[-1]["seconds"] for run, _ in reps]
@@ -416,10 +451,15 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--learners", default="2,4,8", help="learner counts of the self-calibration runs")
     ap.add_argument("--slow", type=float, default=3.0, help="the slow learner's dist.slowdown factor")
-    ap.add_argument("--model", choices=("current", "oversub", "oversub-cpu"), default="current",
-                    help="the model the last lines report (every one is printed): current; oversub, with "
-                         "what oversubscribing the cores costs (measured); oversub-cpu, also a gossiping "
-                         "step's work from the training thread's CPU clock")
+    ap.add_argument("--model", choices=("current", "threads"), default="current",
+                    help="the model the last lines report (both are printed): current; threads, a step as "
+                         "the training thread's and the other threads' CPU on the cores, with what "
+                         "oversubscribing them costs (docs/scale.md)")
+    ap.add_argument("--oversub", type=float,
+                    help="use this oversubscription cost c instead of measuring it (re-analysis with --reuse "
+                         "on a machine that is not quiet)")
+    ap.add_argument("--link", help="LATENCY_US,GB_PER_S: use this gloo link instead of measuring it (as "
+                                   "--oversub)")
     ap.add_argument("--reuse", action="store_true", help="reuse finished runs in --work/runs (re-analysis)")
     args = ap.parse_args()
     if args.repeats < 1 or args.epochs < 1:

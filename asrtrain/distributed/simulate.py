@@ -73,6 +73,11 @@ implement them):
   that CPU mostly runs while the training thread waits for the averaging lock, a wait the calibrated
   gossiping step leaves out; with more learners than cores there is no such slack and every exchange
   takes its CPU from somebody's compute. 0 (the default) leaves exchanges off the cores, as before.
+- With shared cores, a step may have two more parts (``Workload.side_s``, ``wait_s``; since 2026-11-27, 0 by
+  default): the learner's other threads' CPU (data prefetch, gloo's threads), a job on the cores beside the
+  step's compute that the step waits for at its end, and a wait off the cores (what a calibrated step holds
+  that is neither). ``step_s`` is then the training thread's CPU alone. A slow learner's sleep scales with
+  the slowed part of the compute and of the wait.
 - With shared cores, oversubscription may cost work (``Cluster.oversub_overhead``, c; since 2026-11-27):
   while m > k jobs share a node's k cores, each job's work grows by ``1 + c (m / k - 1)``
   (:mod:`asrtrain.distributed.simengine`). 0 (the default) is free processor sharing, as before.
@@ -140,6 +145,8 @@ class Workload:
     slow_learners: int = 0  # (only when at least one normal learner remains)
     slowed_frac: float = 1.0  # the part of a step the slow learner's sleep is proportional to (see above)
     seed: int = 1
+    side_s: float = 0.0  # shared cores only: core-seconds per step of the learner's other threads
+    wait_s: float = 0.0  # shared cores only: seconds per step off the cores (waits inside the step)
 
     @property
     def model_bytes(self) -> int:
@@ -260,6 +267,8 @@ def simulate_epoch(plan: Plan, n: int, w: Workload, cluster: Cluster) -> EpochRe
         raise AsrError(f"slowed_frac must be in (0, 1], not {w.slowed_frac}")
     if not cluster.exchange_cpu_s >= 0.0:
         raise AsrError(f"exchange_cpu_s must be >= 0, not {cluster.exchange_cpu_s}")
+    if not (w.side_s >= 0.0 and w.wait_s >= 0.0):
+        raise AsrError(f"side_s and wait_s must be >= 0, not {w.side_s} and {w.wait_s}")
     if not cluster.oversub_overhead >= 0.0:
         raise AsrError(f"oversub_overhead must be >= 0, not {cluster.oversub_overhead}")
     one = single_epoch_s(w)
@@ -305,9 +314,13 @@ def _ssgd(n: int, w: Workload, cluster: Cluster):
         per_node = max(1, cluster.learners_per_node)
         for lo in range(0, n, per_node):
             for k in range(steps):
-                walls[lo:lo + per_node, k] = shared_walls(list(work[lo:lo + per_node, k]),
-                                                          cluster.cores_per_node, cluster.oversub_overhead)
-        walls = walls * factor  # then the slow ones sleep: (slow_factor - 1) x slowed_frac of that wall
+                jobs = list(work[lo:lo + per_node, k])
+                side = [w.side_s] * len(jobs) if w.side_s else []  # the other threads, beside each step
+                ws = shared_walls(jobs + side, cluster.cores_per_node, cluster.oversub_overhead)
+                walls[lo:lo + per_node, k] = ws[:len(jobs)]
+                if side:
+                    walls[lo:lo + per_node, k] = np.maximum(ws[:len(jobs)], ws[len(jobs):])
+        walls = (walls + w.wait_s) * factor  # then the slow ones sleep (slow_factor - 1) x slowed_frac of it
     slowest = np.max(walls, axis=0)
     link = cluster.link(list(range(n)))
     comm = (scalar_allreduce_s(n, link) + ring_allreduce_s(n, w.model_bytes, link)) \
@@ -391,14 +404,24 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
         slept-for part of the work, a sleep of (slow_factor - 1) x its wall time, then the rest."""
         cpu, factor = cpus[cluster.node(r)], times.factor(r)
         work = times.draw(r) / factor
+        side = cpu.run(w.side_s) if w.side_s else None  # the other threads, beside the step
+        wait = w.wait_s > 0.0  # (no zero-length events without it: the old model exactly)
         if factor == 1.0:
             yield cpu.run(work)
-            return
-        t0, frac = eng.now, w.slowed_frac
-        yield cpu.run(work * frac)
-        yield (w.slow_factor - 1.0) * (eng.now - t0)
-        if frac < 1.0:
-            yield cpu.run(work * (1.0 - frac))
+            if wait:
+                yield w.wait_s
+        else:
+            t0, frac = eng.now, w.slowed_frac
+            yield cpu.run(work * frac)
+            if wait:
+                yield w.wait_s * frac
+            yield (w.slow_factor - 1.0) * (eng.now - t0)
+            if frac < 1.0:
+                yield cpu.run(work * (1.0 - frac))
+                if wait:
+                    yield w.wait_s * (1.0 - frac)
+        if side is not None:
+            yield side
 
     def collective(g: int, seconds: float):
         """Group g's members in a collective of ``seconds`` link time, on shared cores: each member's part

@@ -337,3 +337,31 @@ def test_simulate_command_oversubscription():
     assert [float(r[3]) for r in rows] == pytest.approx([2.0, 2.0 / 1.5], abs=0.006), rows  # 2 decimals
     bad = run(*args, "--oversub-overhead", "-1")
     assert bad.exit_code == 2 and "'--oversub-overhead': -1.0 is not in the range" in bad.output
+
+
+def test_other_threads_and_waits_in_a_step_by_hand():
+    # One step each on 2 cores, free links: the training threads' 1 core-second and the other threads'
+    # 0.5 (side_s), four jobs at half a core: the side jobs end at 1 s, the computes alone at 1.5 s
+    w = work(step_s=1.0, batches=2, params=1, side_s=0.5)
+    for plan in (Plan("ssgd"), Plan("adpsgd")):
+        assert simulate_epoch(plan, 2, w, shared(2)).epoch_s == pytest.approx(1.5)
+        assert simulate_epoch(plan, 2, w, shared(0)).epoch_s == pytest.approx(1.0)  # a device each: host
+        # threads are not on the learners' cores
+    # a wait of 0.5 s off the cores: a core each, every step 1.5 s; a 3x-slow learner sleeps for twice the
+    # compute and the wait (slowed_frac 1): 4.5 s
+    waiting = work(step_s=1.0, batches=4, params=1, wait_s=0.5)
+    slow = replace(waiting, slow_factor=3.0, slow_learners=1)
+    for plan in (Plan("ssgd"), Plan("adpsgd")):
+        assert simulate_epoch(plan, 2, waiting, shared(2)).epoch_s == pytest.approx(2 * 1.5)
+        assert simulate_epoch(plan, 2, slow, shared(2)).epoch_s == pytest.approx(2 * 4.5)
+    # on one core two equal ADPSGD learners stay in phase: each step they compute at half a core (2 s),
+    # then both wait and the core idles: 2 x 2.5 s
+    assert simulate_epoch(Plan("adpsgd"), 2, waiting, shared(1)).epoch_s == pytest.approx(2 * 2.5)
+    # both 0: the model without them, exactly; negative values are refused
+    base = work(step_s=0.1, batches=48, spread=0.3, slow_factor=3.0, slow_learners=1, slowed_frac=0.7)
+    for plan in (Plan("ssgd"), Plan("adpsgd", "random"), Plan("h-adpsgd", group_size=2)):
+        c = replace(shared(2), exchange_cpu_s=0.01)
+        zero = replace(base, side_s=0.0, wait_s=0.0)
+        assert simulate_epoch(plan, 8, zero, c) == simulate_epoch(plan, 8, base, c)
+    with pytest.raises(AsrError, match="side_s and wait_s"):
+        simulate_epoch(Plan("ssgd"), 2, replace(w, wait_s=-1.0), shared(2))
