@@ -451,7 +451,7 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--learners", default="2,4,8", help="learner counts of the self-calibration runs")
     ap.add_argument("--slow", type=float, default=3.0, help="the slow learner's dist.slowdown factor")
-    ap.add_argument("--model", choices=("current", "threads"), default="current",
+    ap.add_argument("--model", choices=("current", "threads"), default="threads",
                     help="the model the last lines report (both are printed): current; threads, a step as "
                          "the training thread's and the other threads' CPU on the cores, with what "
                          "oversubscribing them costs (docs/scale.md)")
