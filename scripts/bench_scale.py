@@ -397,7 +397,7 @@ def part_self(work: Path, args, out: dict) -> None:
         return w, c
 
     models = ("current", "threads")
-    rows, errs, held, every = [], [], [], {k: [] for k in models}
+    rows, every = [], {k: [] for k in models}
     for name, (n, strategy, slow, per_node, reps) in runs.items():
         times = [run.history()[-1]["seconds"] for run, _ in reps]
         measured = statistics.median(times)
@@ -415,10 +415,6 @@ def part_self(work: Path, args, out: dict) -> None:
         preds = {k: simulate_epoch(plan, n, *model(k, w, c, strategy)).epoch_s for k in models}
         for k, p in preds.items():
             every[k].append(((p - measured) / measured, role))
-        err = (preds[args.model] - measured) / measured
-        errs.append(abs(err))
-        if role == "predicted":
-            held.append(abs(err))
         print(f"  {name}: measured {measured:.2f} s ({role}); predicted "
               + ", ".join(f"{k} {p:.2f} s ({(p - measured) / measured:+.3f})" for k, p in preds.items()),
               flush=True)
@@ -432,6 +428,8 @@ def part_self(work: Path, args, out: dict) -> None:
         print(f"model {k}: worst relative error {max(abs(e) for e, _ in every[k]):.3f} over all "
               f"{len(every[k])} runs, {max(mine):.3f} over the {len(mine)} predicted ones, mean absolute "
               f"{statistics.mean(mine):.3f} over those")
+    errs = [abs(e) for e, _ in every[args.model]]
+    held = [abs(e) for e, role in every[args.model] if role == "predicted"]
     out["self_err"] = max(errs)
     print(f"model {args.model} (--model): worst relative error {max(errs):.3f} over all {len(errs)} runs, "
           f"{max(held):.3f} over the {len(held)} predicted ones")
@@ -464,6 +462,15 @@ def main() -> None:
     args = ap.parse_args()
     if args.repeats < 1 or args.epochs < 1:
         ap.error("--repeats and --epochs must be at least 1")
+    if args.oversub is not None and not args.oversub >= 0:
+        ap.error(f"--oversub must be >= 0, not {args.oversub}")
+    if args.link:
+        try:
+            lat_us, gbs = (float(x) for x in args.link.split(","))
+        except ValueError:
+            ap.error(f"--link must be LATENCY_US,GB_PER_S (e.g. 50,2.4), not {args.link!r}")
+        if not (lat_us >= 0 and gbs > 0):
+            ap.error(f"--link needs a latency >= 0 and a bandwidth > 0, not {args.link!r}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
