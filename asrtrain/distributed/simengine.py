@@ -70,12 +70,18 @@ class Engine:
             fn()
 
 
+def oversub_cost(m: float, cores: int, overhead: float) -> float:
+    """How many times its work each of ``m`` jobs on ``cores`` cores needs:
+    ``1 + overhead * max(0, m / k - 1)`` (1.0 exactly without overhead)."""
+    return 1.0 + overhead * max(0.0, m / cores - 1.0)
+
+
 def ps_rate(m: int, cores: int, overhead: float = 0.0) -> float:
     """Core-seconds of work per second for each of ``m`` jobs on ``cores`` cores:
     ``min(1, k / m) / (1 + overhead * max(0, m / k - 1))`` (0 for no jobs)."""
     if m <= 0:
         return 0.0
-    return min(1.0, cores / m) / (1.0 + overhead * max(0.0, m / cores - 1.0))
+    return min(1.0, cores / m) / oversub_cost(m, cores, overhead)
 
 
 def fit_overhead(points: List[Tuple[float, float]]) -> float:
@@ -139,8 +145,7 @@ def shared_walls(works: List[float], cores: int, overhead: float = 0.0) -> List[
     walls, t, done = [0.0] * len(works), 0.0, 0.0
     for k, i in enumerate(order):
         running = len(works) - k
-        cost = 1.0 + overhead * max(0.0, running / cores - 1.0)  # 1.0 exactly without overhead
-        t += (works[i] - done) * running / min(cores, running) * cost
+        t += (works[i] - done) * running / min(cores, running) * oversub_cost(running, cores, overhead)
         done = works[i]
         walls[i] = t
     return walls

@@ -98,7 +98,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from asrtrain.distributed.simengine import Cpu, Engine, Signal, shared_walls
+from asrtrain.distributed.simengine import Cpu, Engine, Signal, oversub_cost, shared_walls
 from asrtrain.errors import AsrError
 
 STRATEGIES = ("single", "ssgd", "adpsgd", "h-adpsgd")
@@ -300,8 +300,8 @@ def collective_share(ranks: List[int], cluster: Cluster) -> float:
     if cluster.cores_per_node <= 0:
         return 1.0
     busiest = max(Counter(cluster.node(r) for r in ranks).values())
-    load = busiest / cluster.cores_per_node
-    return max(1.0, load) * (1.0 + cluster.oversub_overhead * max(0.0, load - 1.0))
+    return max(1.0, busiest / cluster.cores_per_node) \
+        * oversub_cost(busiest, cluster.cores_per_node, cluster.oversub_overhead)
 
 
 def _ssgd(n: int, w: Workload, cluster: Cluster):
