@@ -18,12 +18,13 @@
    step before the end of the backward pass (what ``dist.slowdown`` does; that part's share of a step
    read from the same runs' logged ``compute_s``; since 2026-11-27 a gossip exchange's CPU on each side, from
    ``adpsgd2``'s logged ``comm_cpu_s``, also a job on the cores), then predicts rank 0's last-epoch time of
-   every run: the other runs are predictions from those two step times, not fits. Two models are printed
-   side by side (``--model`` picks the one the last lines report): ``current``, and ``threads``, whose step
+   every run: the other runs are predictions from those two step times, not fits. Three models are printed
+   side by side (``--model`` picks the one the last lines report): ``current``; ``threads``, whose step
    is the training thread's CPU and the other threads' CPU as two jobs on the cores (from the calibration
    runs' CPU clocks; SSGD's remaining wait off the cores), with what oversubscribing the cores costs
-   (``Cluster.oversub_overhead``, measured by :func:`measure_oversub` in the same run, apart from the timed
-   runs). docs/scale.md gives the rule that chooses between them.
+   (``Cluster.oversub_overhead``, measured by ``scale_probes.measure_oversub`` in the same run, apart from
+   the timed runs); and ``threads-sync``, the same with that cost measured by processes that meet at a
+   barrier every step. docs/scale.md gives the rules that choose between them.
 
     python scripts/bench_scale.py                     # both parts (self: about 20 minutes on 2 cores)
     python scripts/bench_scale.py --repeats 1         # one run of each (about 7 minutes; noisier)
@@ -50,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_common import Run, markdown_table, synth_corpus, train  # noqa: E402
+from scale_probes import measure_gloo, measure_oversub  # noqa: E402
 
 from asrtrain.distributed import simreport as sr  # noqa: E402
 from asrtrain.distributed.simulate import Cluster, Link, Plan, Workload, simulate_epoch  # noqa: E402
@@ -98,125 +100,6 @@ def part_published(out: dict) -> None:
 
 
 # -- 2. ourselves -------------------------------------------------------------------------------------
-
-def _pingpong(rank: int, world: int, port: int, nbytes: int, q) -> None:
-    import torch
-    import torch.distributed as dist
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    res = {}
-    for size in (4, nbytes):
-        buf = torch.zeros(max(1, size // 4))
-        reps = 200 if size == 4 else 20
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            if rank == 0:
-                dist.send(buf, 1)
-                dist.recv(buf, 1)
-            else:
-                dist.recv(buf, 0)
-                dist.send(buf, 0)
-        res[size] = (time.perf_counter() - t0) / reps / 2  # one way
-    if rank == 0:
-        q.put(res)
-    dist.destroy_process_group()
-
-
-def measure_gloo(nbytes: int) -> Link:
-    """Latency and bandwidth of one gloo message on this machine (2 processes, 127.0.0.1)."""
-    import torch.multiprocessing as mp
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    port = 29500 + os.getpid() % 1000
-    procs = [ctx.Process(target=_pingpong, args=(r, 2, port, nbytes, q)) for r in range(2)]
-    for p in procs:
-        p.start()
-    res = q.get(timeout=120)
-    for p in procs:
-        p.join()
-    lat = res[4]
-    bw = nbytes / max(1e-9, res[nbytes] - lat)
-    print(f"gloo on this machine: latency {lat * 1e6:.0f} us, bandwidth {bw / 1e9:.2f} GB/s "
-          f"({nbytes / 1e6:.1f} MB messages)")
-    return Link(lat, bw)
-
-
-def _oversub_worker(train_dir: str, tokenizer: str, sets: list, exp: str, seconds: float, barrier, q) -> None:
-    """One process of :func:`measure_oversub`: the bench runs' own training step (their config and model,
-    the corpus's batches collated from its features, the summed loss over its count, clipping, the
-    optimizer step; no communication) on one torch thread, for ``seconds`` after every process is ready;
-    puts (steps done, seconds they took)."""
-    import torch
-    from asrtrain.distributed.base import Strategy
-    from asrtrain.features.dataset import AsrDataset
-    from asrtrain.text.tokenizer import Tokenizer
-    from asrtrain.train.batching import BatchSpec, learner_batches
-    from asrtrain.train.job import prepare_job
-    from asrtrain.train.loop import compute_loss, make_optimizer
-    from asrtrain.model.blstm import build_model
-    from bench_common import RECIPE
-    torch.set_num_threads(1)
-    job = prepare_job(RECIPE / "train.yaml", [], sets, Path(train_dir), None, Path(exp), Path(tokenizer),
-                      None, False)
-    cfg = job.cfg
-    torch.manual_seed(cfg.train.seed)
-    data = AsrDataset(Path(train_dir), cfg.model.subsample, Tokenizer(Path(tokenizer)))
-    spec = BatchSpec(cfg.train.max_frames, cfg.train.max_utts, cfg.train.bucket_width, cfg.train.seed)
-    batches = learner_batches(data.lengths, spec, 1, Strategy().partition())
-    model = build_model(cfg.model)
-    opt = make_optimizer(model, cfg)
-    model.train()
-
-    def step(i: int) -> None:
-        loss, count = compute_loss(model, data.collate(batches[i % len(batches)]), cfg.model.loss)
-        opt.zero_grad()
-        (loss / max(1, count)).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
-        opt.step()
-
-    for i in range(2):  # warm-up: allocations, first-call paths
-        step(i)
-    barrier.wait()
-    t0 = time.perf_counter()
-    done, last = 0, t0
-    while last - t0 < seconds:
-        step(done)
-        done, last = done + 1, time.perf_counter()
-    q.put((done, last - t0))
-
-
-def measure_oversub(work: Path, corpus, sets: list, cores: int, seconds: float = 6.0) -> float:
-    """What oversubscribing this machine's cores costs (``Cluster.oversub_overhead``, c), measured apart
-    from the timed runs: N = k, 2k and 4k processes (one torch thread each) run the runs' own training
-    step (:func:`_oversub_worker`) at once for ``seconds``; the time per step of N processes over N / k
-    times that of k is the slow-down the model reads as ``1 + c (N / k - 1)``
-    (:func:`asrtrain.distributed.simengine.fit_overhead`). Nothing else may run."""
-    import torch.multiprocessing as mp
-    from asrtrain.distributed.simengine import fit_overhead
-    ctx = mp.get_context("spawn")
-    per_step = {}
-    for n in (cores, 2 * cores, 4 * cores):
-        q, barrier = ctx.Queue(), ctx.Barrier(n)
-        exps = [str(work / "probe" / f"n{n}_{i}") for i in range(n)]
-        procs = [ctx.Process(target=_oversub_worker,
-                             args=(str(corpus.train), str(corpus.tokenizer), sets, exp, seconds, barrier, q))
-                 for exp in exps]
-        for p in procs:
-            p.start()
-        res = [q.get(timeout=600) for _ in procs]
-        for p in procs:
-            p.join()
-        per_step[n] = n / sum(done / took for done, took in res)  # wall seconds per step, all together
-    points = [(n / cores, per_step[n] / per_step[cores] / (n / cores)) for n in per_step]
-    c = fit_overhead(points)
-    print("oversubscription on this machine (the runs' training step, no communication, 1 thread per "
-          "process): " + ", ".join(f"{n} processes {per_step[n] * 1000:.1f} ms a step together, slow-down "
-                                   f"{s:.3f}" for n, (_, s) in zip(per_step, points))
-          + f"; fitted c = {c:.3f} (a job's work x (1 + c (m / k - 1)) while m > k share k cores)",
-          flush=True)
-    return c
-
 
 def reuse(work: Path, names) -> list:
     """The finished runs ``names`` already in ``work/runs`` (--reuse), or [] if any is missing."""
@@ -375,9 +258,16 @@ def part_self(work: Path, args, out: dict) -> None:
     xcpu = statistics.median(exchange_cpu_s(run, args.epochs) for run, _ in runs["adpsgd2"][4])
     # The candidate (printed beside; --model picks the one the last lines report): a step as the training
     # thread's CPU and the other threads' on the cores, plus what oversubscription costs (measured apart).
-    oversub = args.oversub if args.oversub is not None else measure_oversub(work, corpus, base, cores)
-    th = {"sync": threads_step([run for run, _ in runs["ssgd2"][4]], cores, oversub, sync, args.epochs),
-          "gossip": threads_step([run for run, _ in runs["adpsgd2"][4]], cores, oversub, 0.0, args.epochs)}
+    # threads-sync (since 2026-11-27): the same, with c measured by processes that meet at a barrier every
+    # step (every strategy's learners wait for each other each step: all-reduce, group, averaging round).
+    given = [float(x) for x in args.oversub.split(",")] if args.oversub else []
+    oversub = given[0] if given else measure_oversub(work, corpus, base, cores)
+    oversub_sync = given[-1] if len(given) > 1 else measure_oversub(work, corpus, base, cores, sync=True)
+
+    def threads(c: float) -> dict:
+        return {"sync": threads_step([run for run, _ in runs["ssgd2"][4]], cores, c, sync, args.epochs),
+                "gossip": threads_step([run for run, _ in runs["adpsgd2"][4]], cores, c, 0.0, args.epochs)}
+    th, th_sync = threads(oversub), threads(oversub_sync)
     print(f"calibrated on {' and '.join(CALIBRATION)} (a core per learner): all-reducing step "
           f"{sync * 1000:.1f} ms, gossiping step {gossip * 1000:.1f} ms; gloo {link.latency_s * 1e6:.0f} us, "
           f"{link.bandwidth_Bps / 1e9:.2f} GB/s; {cores} cores shared by processor sharing; "
@@ -385,18 +275,19 @@ def part_self(work: Path, args, out: dict) -> None:
           f"the backward pass (dist.slowdown): {sync_frac:.3f} of an all-reducing step, {gossip_frac:.3f} of "
           f"a gossiping one; a gossip exchange takes {xcpu * 1000:.2f} ms of CPU on each side "
           f"(Cluster.exchange_cpu_s); the threads model: oversubscription c = {oversub:.3f} "
-          f"(Cluster.oversub_overhead), " + "; ".join(
+          f"(Cluster.oversub_overhead; threads-sync: {oversub_sync:.3f}), " + "; ".join(
               f"{kind} step {t['step_s'] * 1000:.1f} ms training thread + {t['side_s'] * 1000:.1f} ms other "
               f"threads' CPU, {t['wait_s'] * 1000:.1f} ms waiting" for kind, t in th.items()))
 
     def model(name: str, w: Workload, c: Cluster, strategy: str):
         """The (workload, cluster) of model ``name`` for one run."""
-        if name == "threads":
-            c = replace(c, oversub_overhead=oversub)
-            w = replace(w, **th["gossip" if strategy == "adpsgd" else "sync"])
+        if name in ("threads", "threads-sync"):
+            c = replace(c, oversub_overhead=oversub if name == "threads" else oversub_sync)
+            kind = "gossip" if strategy == "adpsgd" else "sync"
+            w = replace(w, **(th if name == "threads" else th_sync)[kind])
         return w, c
 
-    models = ("current", "threads")
+    models = ("current", "threads", "threads-sync")
     rows, every = [], {k: [] for k in models}
     for name, (n, strategy, slow, per_node, reps) in runs.items():
         times = [run.history()[-1]["seconds"] for run, _ in reps]
@@ -449,21 +340,28 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--learners", default="2,4,8", help="learner counts of the self-calibration runs")
     ap.add_argument("--slow", type=float, default=3.0, help="the slow learner's dist.slowdown factor")
-    ap.add_argument("--model", choices=("current", "threads"), default="threads",
+    ap.add_argument("--model", choices=("current", "threads", "threads-sync"), default="threads",
                     help="the model the last lines report (both are printed): current; threads, a step as "
                          "the training thread's and the other threads' CPU on the cores, with what "
-                         "oversubscribing them costs (docs/scale.md)")
-    ap.add_argument("--oversub", type=float,
-                    help="use this oversubscription cost c instead of measuring it (re-analysis with --reuse "
-                         "on a machine that is not quiet)")
+                         "oversubscribing them costs (docs/scale.md); threads-sync, the same with that cost "
+                         "measured by processes that meet at a barrier every step")
+    ap.add_argument("--oversub", metavar="C[,C_SYNC]",
+                    help="use these oversubscription costs (free-running, and with a barrier every step; one "
+                         "value: the first only) instead of measuring them (re-analysis with --reuse on a "
+                         "machine that is not quiet)")
     ap.add_argument("--link", help="LATENCY_US,GB_PER_S: use this gloo link instead of measuring it (as "
                                    "--oversub)")
     ap.add_argument("--reuse", action="store_true", help="reuse finished runs in --work/runs (re-analysis)")
     args = ap.parse_args()
     if args.repeats < 1 or args.epochs < 1:
         ap.error("--repeats and --epochs must be at least 1")
-    if args.oversub is not None and not args.oversub >= 0:
-        ap.error(f"--oversub must be >= 0, not {args.oversub}")
+    if args.oversub:
+        try:
+            costs = [float(x) for x in args.oversub.split(",")]
+        except ValueError:
+            costs = []
+        if not 1 <= len(costs) <= 2 or not all(c >= 0 for c in costs):
+            ap.error(f"--oversub must be C or C,C_SYNC with values >= 0, not {args.oversub!r}")
     if args.link:
         try:
             lat_us, gbs = (float(x) for x in args.link.split(","))
