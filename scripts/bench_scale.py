@@ -164,11 +164,11 @@ def threads_step(runs: list, cores: int, oversub: float, wall: float, epochs: in
     CPU (``step_s``) and the other threads' (``side_s``), medians over the runs of the two ranks' means, and
     a wait off the cores (``wait_s``) that makes the model's step the calibrated ``wall`` (SSGD's holds waits
     of its collectives this reading has no other place for; 0 when the two jobs fill it)."""
-    from asrtrain.distributed.simengine import shared_walls
+    from asrtrain.distributed.simengine import step_walls
     per = [[cpu_per_step(run, r, epochs) for r in range(2)] for run in runs]
     main = statistics.median(statistics.mean(m for m, _ in p) for p in per)
     side = statistics.median(statistics.mean(o for _, o in p) for p in per)
-    busy = max(shared_walls([main, main, side, side], cores, oversub))
+    busy = max(step_walls([main, main], side, cores, oversub))
     return {"step_s": main, "side_s": side, "wait_s": max(0.0, wall - busy)}
 
 

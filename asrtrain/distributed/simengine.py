@@ -5,7 +5,9 @@ processor sharing of a node's cores.
   wait for.
 - :class:`Cpu` is ``cores`` cores shared by processor sharing: m running jobs each progress at
   :func:`ps_rate` core-seconds per second, ``min(1, cores / m)`` when oversubscription is free.
-- :func:`shared_walls` is the closed form of the same sharing for jobs that start together (SSGD's step).
+- :func:`shared_walls` is the closed form of the same sharing for jobs that start together (SSGD's step);
+  :func:`step_walls` adds each step's other threads beside it, and :func:`shared_step` is one learner's
+  step as a process on a :class:`Cpu` (the gossip strategies).
 
 ``overhead`` (``c``, 0 by default) is what oversubscription costs: with m > k jobs on k cores, every job's
 work grows by ``1 + c (m / k - 1)`` (context switches, caches refilled after each one), so 4 jobs on 2
@@ -15,7 +17,7 @@ N processes of a fixed training step (:func:`fit_overhead`), as it measures the 
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 
 class Signal:
@@ -149,3 +151,38 @@ def shared_walls(works: List[float], cores: int, overhead: float = 0.0) -> List[
         done = works[i]
         walls[i] = t
     return walls
+
+
+def step_walls(works: List[float], side_s: float, cores: int, overhead: float = 0.0) -> List[float]:
+    """Wall times of steps that start together on ``cores`` shared cores, each with ``side_s``
+    core-seconds of its learner's other threads beside it (a job of its own; the step waits for both)."""
+    if not side_s:
+        return shared_walls(works, cores, overhead)
+    ws = shared_walls(list(works) + [side_s] * len(works), cores, overhead)
+    return [max(a, b) for a, b in zip(ws[:len(works)], ws[len(works):])]
+
+
+def shared_step(eng: Engine, cpu: Cpu, work: float, side_s: float = 0.0, wait_s: float = 0.0,
+                slow_factor: float = 1.0, slowed_frac: float = 1.0) -> Iterator:
+    """One learner's step as an :class:`Engine` process on shared cores: ``work`` core-seconds of compute
+    and ``side_s`` of its other threads beside it (the step waits for both), then ``wait_s`` seconds off
+    the cores. A slow learner (``slow_factor`` > 1, as ``Strategy._slow_down``): the ``slowed_frac`` part
+    of the work and wait, a sleep of ``slow_factor - 1`` times its wall time, then the rest."""
+    side: Optional[Signal] = cpu.run(side_s) if side_s else None
+    wait = wait_s > 0.0  # (no zero-length events without it: the model without waits exactly)
+    if slow_factor == 1.0:
+        yield cpu.run(work)
+        if wait:
+            yield wait_s
+    else:
+        t0 = eng.now
+        yield cpu.run(work * slowed_frac)
+        if wait:
+            yield wait_s * slowed_frac
+        yield (slow_factor - 1.0) * (eng.now - t0)
+        if slowed_frac < 1.0:
+            yield cpu.run(work * (1.0 - slowed_frac))
+            if wait:
+                yield wait_s * (1.0 - slowed_frac)
+    if side is not None:
+        yield side

@@ -98,7 +98,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from asrtrain.distributed.simengine import Cpu, Engine, Signal, oversub_cost, shared_walls
+from asrtrain.distributed.simengine import Cpu, Engine, Signal, oversub_cost, shared_step, step_walls
 from asrtrain.errors import AsrError
 
 STRATEGIES = ("single", "ssgd", "adpsgd", "h-adpsgd")
@@ -314,12 +314,8 @@ def _ssgd(n: int, w: Workload, cluster: Cluster):
         per_node = max(1, cluster.learners_per_node)
         for lo in range(0, n, per_node):
             for k in range(steps):
-                jobs = list(work[lo:lo + per_node, k])
-                side = [w.side_s] * len(jobs) if w.side_s else []  # the other threads, beside each step
-                ws = shared_walls(jobs + side, cluster.cores_per_node, cluster.oversub_overhead)
-                walls[lo:lo + per_node, k] = ws[:len(jobs)]
-                if side:
-                    walls[lo:lo + per_node, k] = np.maximum(ws[:len(jobs)], ws[len(jobs):])
+                walls[lo:lo + per_node, k] = step_walls(list(work[lo:lo + per_node, k]), w.side_s,
+                                                        cluster.cores_per_node, cluster.oversub_overhead)
         walls = (walls + w.wait_s) * factor  # then the slow ones sleep (slow_factor - 1) x slowed_frac of it
     slowest = np.max(walls, axis=0)
     link = cluster.link(list(range(n)))
@@ -399,29 +395,11 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
     cpus = [Cpu(eng, cluster.cores_per_node, cluster.oversub_overhead) for _ in range(nodes)]
     on_cores = cluster.cores_per_node > 0 and cluster.exchange_cpu_s > 0
 
-    def shared_step(r: int):
-        """Rank r's step on its node's shared cores. A slow learner, as ``Strategy._slow_down``: the
-        slept-for part of the work, a sleep of (slow_factor - 1) x its wall time, then the rest."""
-        cpu, factor = cpus[cluster.node(r)], times.factor(r)
-        work = times.draw(r) / factor
-        side = cpu.run(w.side_s) if w.side_s else None  # the other threads, beside the step
-        wait = w.wait_s > 0.0  # (no zero-length events without it: the old model exactly)
-        if factor == 1.0:
-            yield cpu.run(work)
-            if wait:
-                yield w.wait_s
-        else:
-            t0, frac = eng.now, w.slowed_frac
-            yield cpu.run(work * frac)
-            if wait:
-                yield w.wait_s * frac
-            yield (w.slow_factor - 1.0) * (eng.now - t0)
-            if frac < 1.0:
-                yield cpu.run(work * (1.0 - frac))
-                if wait:
-                    yield w.wait_s * (1.0 - frac)
-        if side is not None:
-            yield side
+    def learner_step(r: int):
+        """Rank r's step on its node's shared cores (:func:`simengine.shared_step`)."""
+        factor = times.factor(r)
+        return shared_step(eng, cpus[cluster.node(r)], times.draw(r) / factor, w.side_s, w.wait_s,
+                           w.slow_factor if factor != 1.0 else 1.0, w.slowed_frac)
 
     def collective(g: int, seconds: float):
         """Group g's members in a collective of ``seconds`` link time, on shared cores: each member's part
@@ -447,7 +425,7 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
                 pending = eng.spawn(exchange_on_cores(g, rnd) if on_cores else exchange(g, rnd))
                 rnd += 1
             if cluster.cores_per_node > 0:
-                members = [eng.spawn(shared_step(r)) for r in range(g * m, (g + 1) * m)]
+                members = [eng.spawn(learner_step(r)) for r in range(g * m, (g + 1) * m)]
                 for done in members:
                     yield done
                 yield from collective(g, group_comm)

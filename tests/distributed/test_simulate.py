@@ -183,7 +183,7 @@ def shared(cores, per_node=8, link=FREE):
 
 
 def test_shared_walls_by_hand():
-    from asrtrain.distributed.simulate import shared_walls
+    from asrtrain.distributed.simengine import shared_walls
     assert shared_walls([1.0, 1.0], 2) == [1.0, 1.0]  # a core each
     assert shared_walls([1.0, 1.0, 1.0, 1.0], 2) == pytest.approx([2.0] * 4)  # half a core each
     # 1, 2, 3 core-seconds on 2 cores: all at 2/3 until the first ends at 1.5 s; then two at full speed
@@ -300,6 +300,30 @@ def test_oversubscription_costs_work_by_hand():
     assert fit_overhead([(1.0, 1.0), (2.0, 1.3), (4.0, 1.9)]) == pytest.approx(0.3)
     assert fit_overhead([(1.0, 1.0), (2.0, 1.0)]) == 0.0 and fit_overhead([(2.0, 0.9)]) == 0.0
     assert fit_overhead([(1.0, 1.0)]) == 0.0
+
+
+def test_step_walls_and_shared_step_by_hand():
+    from asrtrain.distributed.simengine import Cpu, Engine, shared_step, step_walls
+    # two steps of 1 core-second, each with 0.5 of other threads beside it, on 2 cores: four jobs at half
+    # a core; the side jobs end at 1 s, then the computes alone at full speed end at 1.5 s
+    assert step_walls([1.0, 1.0], 0.5, 2) == pytest.approx([1.5, 1.5])
+    assert step_walls([1.0, 2.0, 3.0], 0.0, 2) == pytest.approx([1.5, 2.5, 3.5])  # shared_walls
+    assert step_walls([0.2, 0.2], 1.0, 4) == pytest.approx([1.0, 1.0])  # a core each: the side job's end
+
+    def ends(*steps):
+        eng, out = Engine(), {}
+        cpu = Cpu(eng, 2)
+        for i, kw in enumerate(steps):
+            eng.spawn(shared_step(eng, cpu, **kw)).then(lambda i=i: out.setdefault(i, eng.now))
+        eng.run()
+        return [out[i] for i in range(len(steps))]
+    # the event-driven step agrees with step_walls; a wait of 0.5 s comes after the cores
+    assert ends(dict(work=1.0, side_s=0.5), dict(work=1.0, side_s=0.5)) == pytest.approx([1.5, 1.5])
+    assert ends(dict(work=1.0, wait_s=0.5)) == pytest.approx([1.5])
+    # a 3x-slow learner that sleeps for the whole step: 1 s of work and 0.5 s of wait, then 2 x 1.5 s asleep
+    assert ends(dict(work=1.0, wait_s=0.5, slow_factor=3.0)) == pytest.approx([4.5])
+    # half of it slowed: 0.5 s of work, 1 s asleep, then the other 0.5 s
+    assert ends(dict(work=1.0, slow_factor=3.0, slowed_frac=0.5)) == pytest.approx([2.0])
 
 
 def test_oversubscription_in_the_strategies_by_hand():
