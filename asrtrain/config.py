@@ -102,10 +102,18 @@ class ModelConfig:
     # Weight of an intermediate CTC loss on the middle layer's output through the same head (InterCTC,
     # Lee & Watanabe 2021): loss = (1 - w) CTC(last) + w CTC(middle). Training only; 0 = off.
     inter_ctc: float = 0.0
+    # Weight of an attention decoder's CE (joint CTC/attention training, Kim et al. 2017; asrtrain/model/
+    # attention.py): loss = (1 - w) CTC + w CE. Training only, decoding uses the CTC branch; 0 = off.
+    att_weight: float = 0.0
+    att_dim: int = 320  # the attention decoder's LSTM cells and attention size
 
     def validate(self) -> None:
         _choice("model.loss", self.loss, ("ctc", "ce"))
         _range("model.inter_ctc", self.inter_ctc, lo=0, hi=1)
+        _range("model.att_weight", self.att_weight, lo=0, hi=1)
+        if self.att_weight > 0 and (self.loss != "ctc" or self.att_weight >= 1 or self.att_dim < 1):
+            raise AsrError(f"model.att_weight = {self.att_weight} needs model.loss ctc, a weight below 1 and "
+                           f"model.att_dim >= 1 (it is {self.att_dim})")
         if self.inter_ctc > 0 and (self.loss != "ctc" or self.num_layers < 2 or self.inter_ctc >= 1):
             raise AsrError(f"model.inter_ctc = {self.inter_ctc} needs model.loss ctc, at least 2 layers and "
                            "a weight below 1")

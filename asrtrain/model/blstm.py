@@ -140,6 +140,9 @@ class BLSTM(nn.Module):
             in_dim = 2 * out_per_dir
         self.dropout = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(in_dim, cfg.num_targets)
+        if cfg.att_weight > 0:  # joint CTC/attention training: an attention decoder beside the CTC head
+            from asrtrain.model.attention import AttentionDecoder
+            self.decoder = AttentionDecoder(in_dim, cfg.num_targets, cfg.att_dim, cfg.dropout)
         self._init_forget_bias()
 
     def _init_forget_bias(self) -> None:
@@ -155,10 +158,11 @@ class BLSTM(nn.Module):
                         h = bias.shape[0] // 4
                         bias[h:2 * h].fill_(0.0)
 
-    def forward(self, x: torch.Tensor, lengths: torch.Tensor, inter: bool = False):
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, inter: bool = False, att=None):
         """``x`` (N, T, D), ``lengths`` (N,) -> log-probs (N, T', V), lengths (N,). With ``inter``, also
         the log-probs of the middle layer (after ``num_layers // 2`` layers) through the same head, for
-        the intermediate CTC loss (``model.inter_ctc``)."""
+        the intermediate CTC loss (``model.inter_ctc``). With ``att`` (targets (N, S), their lengths), last
+        the attention decoder's summed CE of them (``model.att_weight``; inside forward, so DDP sees it)."""
         h, lengths = stack_frames(x, lengths, self.cfg.stack, self.cfg.subsample)
         cpu_lengths = lengths.cpu()
         fp32_rnn = rnn_outside_autocast(h)
@@ -174,9 +178,12 @@ class BLSTM(nn.Module):
             else:
                 h = blstm_packed(layer, h, cpu_lengths)
             h = self.dropout(h)
+        out = [F.log_softmax(self.head(h), dim=-1), lengths]
         if inter:
-            return F.log_softmax(self.head(h), dim=-1), lengths, F.log_softmax(self.head(middle), dim=-1)
-        return F.log_softmax(self.head(h), dim=-1), lengths
+            out.append(F.log_softmax(self.head(middle), dim=-1))
+        if att is not None:
+            out.append(self.decoder(h, lengths, *att))
+        return tuple(out)
 
 
 def build_model(cfg: ModelConfig) -> BLSTM:

@@ -84,17 +84,21 @@ def compute_loss(net: torch.nn.Module, batch: Batch, loss_kind: str, precision: 
     a one-frame dummy, so every parameter gets its (zero) gradient and the group's all-reduce matches.
     """
     device = next(net.parameters()).device
+    cfg = (net.module if hasattr(net, "module") else net).cfg
+    inter_w = cfg.inter_ctc if net.training else 0.0
+    att_w = cfg.att_weight if net.training and loss_kind == "ctc" else 0.0
     if len(batch.utts) == 0:
-        dim = net.module.cfg.input_dim if hasattr(net, "module") else net.cfg.input_dim
+        none = (torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))  # just the end token
         with autocast(device, precision):
-            log_probs, _ = net(torch.zeros(1, 1, dim, device=device), torch.ones(1, dtype=torch.long))
-        return log_probs.float().sum() * 0.0, 0
-    inter_w = (net.module if hasattr(net, "module") else net).cfg.inter_ctc if net.training else 0.0
+            out = net(torch.zeros(1, 1, cfg.input_dim, device=device), torch.ones(1, dtype=torch.long),
+                      att=none if att_w > 0 else None)
+        return sum(o.float().sum() for o in out if o.is_floating_point()) * 0.0, 0
     with autocast(device, precision):
-        if inter_w > 0:
-            log_probs, out_lens, inter_log_probs = net(batch.feats, batch.feat_lens, inter=True)
-        else:
-            log_probs, out_lens = net(batch.feats, batch.feat_lens)
+        out = list(net(batch.feats, batch.feat_lens, inter=inter_w > 0,
+                       att=(batch.targets, batch.target_lens) if att_w > 0 else None))
+    att_ce = out.pop() if att_w > 0 else None
+    inter_log_probs = out.pop() if inter_w > 0 else None
+    log_probs, out_lens = out
     log_probs = log_probs.float()
     if loss_kind == "ctc":
         targets = batch.targets.clamp(min=0)
@@ -105,6 +109,8 @@ def compute_loss(net: torch.nn.Module, batch: Batch, loss_kind: str, precision: 
         loss = ctc(log_probs)
         if inter_w > 0:  # training only: the dev loss stays the last layer's, comparable across runs
             loss = (1.0 - inter_w) * loss + inter_w * ctc(inter_log_probs)
+        if att_w > 0:  # the same: training only
+            loss = (1.0 - att_w) * loss + att_w * att_ce.float()
     else:
         t = min(log_probs.shape[1], batch.targets.shape[1])
         loss = F.nll_loss(log_probs[:, :t].reshape(-1, log_probs.shape[-1]),
