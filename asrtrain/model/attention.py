@@ -1,5 +1,5 @@
 """An attention decoder over the BLSTM encoder, for joint CTC/attention training (Kim, Hori and Watanabe,
-ICASSP 2017; the loss ESPnet's AN4 and Switchboard recipes train with): ``model.att_weight`` w makes the
+ICASSP 2017; the loss ESPnet's recipes train with, AN4's among them): ``model.att_weight`` w makes the
 training loss ``(1 - w) CTC + w CE``, the CE of this decoder predicting each target piece and then the end
 of the sentence from the pieces before it (teacher forcing) and the encoder's states. It is an auxiliary
 task for the shared encoder: decoding still uses the CTC branch (greedy, lexicon, flashlight), and the dev
