@@ -48,7 +48,7 @@ def test_an_utterances_ce_does_not_depend_on_its_batch_mates():
     """Padded encoder frames get no attention and padded targets no loss: the CE of a batch is the sum of
     its utterances' CEs alone."""
     torch.manual_seed(2)
-    dec = AttentionDecoder(enc_dim=5, num_targets=6, dim=7).double().eval()
+    dec = AttentionDecoder(enc_dim=5, num_targets=6, dim=7).double().eval().requires_grad_(False)
     enc = torch.randn(2, 9, 5, dtype=torch.float64)
     enc_lens, targets, tlens = torch.tensor([9, 4]), torch.tensor([[1, 2, 3, 4], [5, 2, -1, -1]]), torch.tensor([4, 2])
     together = dec(enc, enc_lens, targets, tlens)
