@@ -236,7 +236,7 @@ def part_self(work: Path, args, out: dict) -> None:
     first = runs["ssgd2"][4][0][0]
     params = model_params(first)
     if args.link:
-        lat_us, gbs = (float(x) for x in args.link.split(","))
+        lat_us, gbs = args.link
         link = Link(lat_us * 1e-6, gbs * 1e9)
         print(f"gloo given (--link): latency {lat_us:.0f} us, bandwidth {gbs:.2f} GB/s")
     else:
@@ -260,14 +260,15 @@ def part_self(work: Path, args, out: dict) -> None:
     # thread's CPU and the other threads' on the cores, plus what oversubscription costs (measured apart).
     # threads-sync (since 2026-11-27): the same, with c measured by processes that meet at a barrier every
     # step (every strategy's learners wait for each other each step: all-reduce, group, averaging round).
-    given = [float(x) for x in args.oversub.split(",")] if args.oversub else []
+    given = args.oversub or []
     oversub = given[0] if given else measure_oversub(work, corpus, base, cores)
     oversub_sync = given[-1] if len(given) > 1 else measure_oversub(work, corpus, base, cores, sync=True)
 
     def threads(c: float) -> dict:
         return {"sync": threads_step([run for run, _ in runs["ssgd2"][4]], cores, c, sync, args.epochs),
                 "gossip": threads_step([run for run, _ in runs["adpsgd2"][4]], cores, c, 0.0, args.epochs)}
-    th, th_sync = threads(oversub), threads(oversub_sync)
+    th = threads(oversub)
+    variants = {"threads": (oversub, th), "threads-sync": (oversub_sync, threads(oversub_sync))}
     print(f"calibrated on {' and '.join(CALIBRATION)} (a core per learner): all-reducing step "
           f"{sync * 1000:.1f} ms, gossiping step {gossip * 1000:.1f} ms; gloo {link.latency_s * 1e6:.0f} us, "
           f"{link.bandwidth_Bps / 1e9:.2f} GB/s; {cores} cores shared by processor sharing; "
@@ -281,10 +282,10 @@ def part_self(work: Path, args, out: dict) -> None:
 
     def model(name: str, w: Workload, c: Cluster, strategy: str):
         """The (workload, cluster) of model ``name`` for one run."""
-        if name in ("threads", "threads-sync"):
-            c = replace(c, oversub_overhead=oversub if name == "threads" else oversub_sync)
-            kind = "gossip" if strategy == "adpsgd" else "sync"
-            w = replace(w, **(th if name == "threads" else th_sync)[kind])
+        if name in variants:
+            cost, steps = variants[name]
+            c = replace(c, oversub_overhead=cost)
+            w = replace(w, **steps["gossip" if strategy == "adpsgd" else "sync"])
         return w, c
 
     models = ("current", "threads", "threads-sync")
@@ -326,6 +327,29 @@ def part_self(work: Path, args, out: dict) -> None:
           f"{max(held):.3f} over the {len(held)} predicted ones")
 
 
+def _costs(value: str) -> list:
+    """``--oversub C[,C_SYNC]``, parsed once: one or two costs >= 0."""
+    try:
+        costs = [float(x) for x in value.split(",")]
+    except ValueError:
+        costs = []
+    if not 1 <= len(costs) <= 2 or not all(c >= 0 for c in costs):
+        raise argparse.ArgumentTypeError(f"must be C or C,C_SYNC with values >= 0, not {value!r}")
+    return costs
+
+
+def _link(value: str) -> tuple:
+    """``--link LATENCY_US,GB_PER_S``, parsed once."""
+    try:
+        lat_us, gbs = (float(x) for x in value.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be LATENCY_US,GB_PER_S (e.g. 50,2.4), not {value!r}") from None
+    if not (lat_us >= 0 and gbs > 0):
+        raise argparse.ArgumentTypeError(f"needs a latency >= 0 and a bandwidth > 0, not {value!r}")
+    return lat_us, gbs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, default=Path("bench_out"))
@@ -341,34 +365,20 @@ def main() -> None:
     ap.add_argument("--learners", default="2,4,8", help="learner counts of the self-calibration runs")
     ap.add_argument("--slow", type=float, default=3.0, help="the slow learner's dist.slowdown factor")
     ap.add_argument("--model", choices=("current", "threads", "threads-sync"), default="threads",
-                    help="the model the last lines report (both are printed): current; threads, a step as "
+                    help="the model the last lines report (all are printed): current; threads, a step as "
                          "the training thread's and the other threads' CPU on the cores, with what "
                          "oversubscribing them costs (docs/scale.md); threads-sync, the same with that cost "
                          "measured by processes that meet at a barrier every step")
-    ap.add_argument("--oversub", metavar="C[,C_SYNC]",
+    ap.add_argument("--oversub", metavar="C[,C_SYNC]", type=_costs,
                     help="use these oversubscription costs (free-running, and with a barrier every step; one "
                          "value: the first only) instead of measuring them (re-analysis with --reuse on a "
                          "machine that is not quiet)")
-    ap.add_argument("--link", help="LATENCY_US,GB_PER_S: use this gloo link instead of measuring it (as "
-                                   "--oversub)")
+    ap.add_argument("--link", type=_link, help="LATENCY_US,GB_PER_S: use this gloo link instead of measuring "
+                                               "it (as --oversub)")
     ap.add_argument("--reuse", action="store_true", help="reuse finished runs in --work/runs (re-analysis)")
     args = ap.parse_args()
     if args.repeats < 1 or args.epochs < 1:
         ap.error("--repeats and --epochs must be at least 1")
-    if args.oversub:
-        try:
-            costs = [float(x) for x in args.oversub.split(",")]
-        except ValueError:
-            costs = []
-        if not 1 <= len(costs) <= 2 or not all(c >= 0 for c in costs):
-            ap.error(f"--oversub must be C or C,C_SYNC with values >= 0, not {args.oversub!r}")
-    if args.link:
-        try:
-            lat_us, gbs = (float(x) for x in args.link.split(","))
-        except ValueError:
-            ap.error(f"--link must be LATENCY_US,GB_PER_S (e.g. 50,2.4), not {args.link!r}")
-        if not (lat_us >= 0 and gbs > 0):
-            ap.error(f"--link needs a latency >= 0 and a bandwidth > 0, not {args.link!r}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
