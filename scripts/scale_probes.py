@@ -96,15 +96,17 @@ def _oversub_worker(train_dir: str, tokenizer: str, sets: list, exp: str, second
     barrier.wait()
     t0 = time.perf_counter()
     done, last = 0, t0
-    while stop is not None or last - t0 < seconds:
-        step(done)
-        if stop is not None:
+    if stop is None:  # free-running
+        while last - t0 < seconds:
+            step(done)
+            done, last = done + 1, time.perf_counter()
+    else:  # every step ends at the barrier; rank 0 raises the flag before it once the time is up
+        while not stop.value:
+            step(done)
             if rank == 0 and time.perf_counter() - t0 >= seconds:
                 stop.value = 1
             barrier.wait()
-        done, last = done + 1, time.perf_counter()
-        if stop is not None and stop.value:
-            break
+            done, last = done + 1, time.perf_counter()
     q.put((done, last - t0))
 
 
