@@ -27,8 +27,12 @@ import click
               help="Open the lexicon search's vocabulary: a word spelled outside it pays this log score "
                    "once and is scored by the LM as <unk> (default: closed vocabulary).")
 @click.option("--params", type=click.Path(path_type=Path),
-              help="best.yaml of asrtrain tune-lm: its lm_weight, word_bonus, beam_size and oov_penalty "
-                   "(chosen on dev).")
+              help="best.yaml of asrtrain tune-lm: its lm_weight, word_bonus, beam_size, oov_penalty, "
+                   "att_rescore and nbest (chosen on dev).")
+@click.option("--att-rescore", type=float,
+              help="Rescore the lexicon search's n-best with a joint CTC/attention model's attention decoder "
+                   "at this weight (model.att_weight > 0; default 0: no rescoring).")
+@click.option("--nbest", type=int, help="Hypotheses kept for --att-rescore [default: 10].")
 @click.option("--engine", type=click.Choice(["ours", "flashlight"]),
               help="Lexicon search: ours (Python) or flashlight (C++, needs flashlight-text). "
                    "Default: decode.engine.")
@@ -37,7 +41,7 @@ import click
 def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], beam_size: Optional[int],
            checkpoint: Optional[Path], lm: Optional[Path], words: Optional[Path], lm_weight: Optional[float],
            word_bonus: Optional[float], oov_penalty: Optional[float], params: Optional[Path],
-           engine: Optional[str], device: str) -> None:
+           att_rescore: Optional[float], nbest: Optional[int], engine: Optional[str], device: str) -> None:
     """Decode the feature dir DATA_DIR into OUT_DIR/text (and OUT_DIR/ctm when DATA_DIR has segments).
 
     With --lm (or --words), hypotheses are restricted to the vocabulary's words and scored with the
@@ -45,19 +49,26 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], 
     from asrtrain.decode.run import decode as run
     from asrtrain.errors import AsrError
 
+    if nbest is not None and not att_rescore:
+        raise AsrError("--nbest is the n-best of attention rescoring", fix="pass --att-rescore W as well")
     if params is not None:
-        if any(v is not None for v in (lm_weight, word_bonus, beam_size, oov_penalty)):
-            raise AsrError("--params sets the LM weight, word bonus, beam and OOV penalty; "
+        if any(v is not None for v in (lm_weight, word_bonus, beam_size, oov_penalty, att_rescore, nbest)):
+            raise AsrError("--params sets the LM weight, word bonus, beam, OOV penalty and rescoring; "
                            "do not also give them", params,
-                           fix="drop --lm-weight/--word-bonus/--beam-size/--oov-penalty, or drop --params")
+                           fix="drop --lm-weight/--word-bonus/--beam-size/--oov-penalty/--att-rescore/"
+                               "--nbest, or drop --params")
         if lm is None and words is None:
             raise AsrError("--params is for the lexicon search", params, fix="pass --lm LM.arpa as well")
         from asrtrain.decode.tune import read_params
         chosen = read_params(params)
         lm_weight, word_bonus, beam_size = chosen["lm_weight"], chosen["word_bonus"], chosen["beam_size"]
-        oov_penalty = chosen["oov_penalty"]
+        oov_penalty, att_rescore, nbest = chosen["oov_penalty"], chosen["att_rescore"], chosen["nbest"]
     if oov_penalty is not None and not math.isfinite(oov_penalty):
         raise AsrError(f"--oov-penalty {oov_penalty} is not finite", fix="give a finite log score, e.g. -8")
+    att_rescore = 0.0 if att_rescore is None else att_rescore
+    if not math.isfinite(att_rescore) or att_rescore < 0 or (nbest is not None and nbest < 1):
+        raise AsrError(f"--att-rescore {att_rescore} / --nbest {nbest}: give a finite weight >= 0 and "
+                       "nbest >= 1", fix="e.g. --att-rescore 0.5 --nbest 10")
 
     run(exp_dir, data_dir, out_dir, method, beam_size, checkpoint, lm, words, lm_weight, word_bonus, device,
-        engine=engine, oov_penalty=oov_penalty)
+        engine=engine, oov_penalty=oov_penalty, att_rescore=att_rescore, nbest=nbest or 10)

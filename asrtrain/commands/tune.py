@@ -20,13 +20,17 @@ import click
 @click.option("--oov-penalties", default="closed", show_default=True,
               help="Also try the open-vocabulary search at these penalties (comma-separated numbers; "
                    "'closed' is the closed-vocabulary search), e.g. closed,-10,-6.")
+@click.option("--att-weights", default="0", show_default=True,
+              help="Also rescore each point's n-best with a joint CTC/attention model's attention decoder at "
+                   "these weights (comma-separated; 0 is no rescoring), e.g. 0,0.3,0.5,1.")
+@click.option("--nbest", default=10, show_default=True, help="Hypotheses kept for attention rescoring.")
 @click.option("--beam-size", type=int, help="Beam width (default: the exp config's decode.beam_size).")
 @click.option("--ref", type=click.Path(path_type=Path), help="Reference text (default: DATA_DIR/text).")
 @click.option("--checkpoint", type=click.Path(path_type=Path), help="Model file instead of EXP_DIR/final.pt.")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N.")
 def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: str, word_bonuses: str,
-            oov_penalties: str, beam_size: Optional[int], ref: Optional[Path], checkpoint: Optional[Path],
-            device: str) -> None:
+            oov_penalties: str, att_weights: str, nbest: int, beam_size: Optional[int], ref: Optional[Path],
+            checkpoint: Optional[Path], device: str) -> None:
     """Choose the lexicon search's LM weight and word bonus by WER on a dev set (DATA_DIR).
 
     The model runs once; every grid point is searched over the cached log-probabilities. Writes
@@ -36,7 +40,8 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
 
     best = run(exp_dir, data_dir, out_dir, lm, parse_grid(lm_weights, "--lm-weights"),
                parse_grid(word_bonuses, "--word-bonuses"), beam_size, ref, checkpoint, device,
-               oov_penalties=parse_oov_grid(oov_penalties))
+               oov_penalties=parse_oov_grid(oov_penalties),
+               att_weights=parse_grid(att_weights, "--att-weights"), nbest=nbest)
     click.echo(f"best on {data_dir}: lm_weight {best['lm_weight']:g} word_bonus {best['word_bonus']:g} "
-               f"oov_penalty {best['oov_penalty']} "
+               f"oov_penalty {best['oov_penalty']} att_rescore {best['att_rescore']:g} "
                f"beam {best['beam_size']}: %WER {best['dev_wer']:.2f} -> {Path(out_dir) / 'best.yaml'}")

@@ -61,6 +61,18 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
 
     Per frame, only the ``token_beam`` most likely tokens with a log-probability above ``prune`` extend
     the ``beam`` hypotheses."""
+    return lexicon_nbest(log_probs, lexicon, lm, beam, lm_weight, word_bonus, blank, prune, token_beam,
+                         oov_penalty, nbest=1)[0]
+
+
+def lexicon_nbest(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: int = 16, lm_weight: float = 0.5,
+                  word_bonus: float = 0.0, blank: int = 0, prune: float = -10.0, token_beam: int = 10,
+                  oov_penalty: Optional[float] = None,
+                  nbest: int = 1) -> List[Tuple[List[int], List[int], float]]:
+    """The ``nbest`` best hypotheses of :func:`lexicon_beam_search`'s final beam (at most ``beam``), best
+    first, each ``(tokens, frames, score)`` with its words finished and ``</s>`` scored; distinct token
+    sequences (two spellings of the same words are two entries). When every hypothesis ends inside a word,
+    the one best as it is (its score without the unfinished word)."""
     begin = lm.begin_state() if lm is not None else ()
     beams: Dict[Tuple[int, ...], _Hyp] = {(): _Hyp(0.0, NEG_INF, (), 0.0, begin, "")}
     word_cache: Dict[Tuple[tuple, str], Tuple[float, tuple]] = {}
@@ -154,7 +166,7 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
         ranked = sorted(nxt.items(), key=lambda kv: log_add(kv[1].pb, kv[1].pnb) + kv[1].lm, reverse=True)
         beams = dict(ranked[:beam])
 
-    best, best_score = None, NEG_INF
+    finished = []
     for prefix, h in beams.items():
         score = log_add(h.pb, h.pnb) + h.lm
         state = h.state
@@ -165,13 +177,12 @@ def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: 
             score, state = closed
         if lm is not None:
             score += lm_weight * lm.end_score(state)
-        if score > best_score:
-            best, best_score = (prefix, h), score
-    if best is None:  # every hypothesis ends inside a word: fall back to the best one as it is
+        finished.append((score, prefix, h))
+    if not finished:  # every hypothesis ends inside a word: fall back to the best one as it is
         prefix, h = max(beams.items(), key=lambda kv: log_add(kv[1].pb, kv[1].pnb) + kv[1].lm)
-        return list(prefix), list(h.frames), log_add(h.pb, h.pnb) + h.lm
-    prefix, h = best
-    return list(prefix), list(h.frames), best_score
+        return [(list(prefix), list(h.frames), log_add(h.pb, h.pnb) + h.lm)]
+    finished.sort(key=lambda f: f[0], reverse=True)  # stable: equal scores keep the beam's order
+    return [(list(prefix), list(h.frames), score) for score, prefix, h in finished[:max(1, nbest)]]
 
 
 def read_words(path) -> List[str]:

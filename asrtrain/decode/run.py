@@ -73,8 +73,9 @@ def check_features(cfg: Config, data_dir: Path) -> None:
 
 
 @torch.no_grad()
-def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int):
-    """Yield ``(utt, (T', V) numpy log-probs)`` in sorted utterance order, batched by length."""
+def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int, with_enc: bool = False):
+    """Yield ``(utt, (T', V) numpy log-probs)`` in sorted utterance order, batched by length; with
+    ``with_enc``, ``(utt, log-probs, (T', E) encoder states on the model's device)`` (attention rescoring)."""
     from asrtrain.features.dataset import AsrDataset
 
     data = AsrDataset(data_dir, cfg.model.subsample, None, None)
@@ -86,10 +87,17 @@ def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int):
             j += 1
         device = next(model.parameters()).device
         batch = data.collate(utts[i:j]).to(device)
-        lp, lens = model(batch.feats, batch.feat_lens)
+        if with_enc:
+            enc, lens, _ = model.encode(batch.feats, batch.feat_lens)
+            lp = torch.log_softmax(model.head(enc), dim=-1)
+        else:
+            lp, lens = model(batch.feats, batch.feat_lens)
         lp = lp.float().cpu()
         for k, u in enumerate(batch.utts):
-            yield u, lp[k, : int(lens[k])].numpy()
+            if with_enc:
+                yield u, lp[k, : int(lens[k])].numpy(), enc[k, : int(lens[k])]
+            else:
+                yield u, lp[k, : int(lens[k])].numpy()
         i = j
 
 
@@ -97,7 +105,8 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
            beam_size: Optional[int] = None, checkpoint: Optional[Path] = None, lm: Optional[Path] = None,
            words: Optional[Path] = None, lm_weight: Optional[float] = None,
            word_bonus: Optional[float] = None, device: str = "cpu",
-           engine: Optional[str] = None, oov_penalty: Optional[float] = None) -> Dict[str, int]:
+           engine: Optional[str] = None, oov_penalty: Optional[float] = None, att_rescore: float = 0.0,
+           nbest: int = 10) -> Dict[str, int]:
     """Decode every utterance of ``data_dir``; writes ``out_dir/text`` and, when the data dir has
     ``segments`` (and optionally ``reco2file_and_channel``), ``out_dir/ctm``.
 
@@ -105,6 +114,8 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     (:mod:`asrtrain.decode.lexicon`); its vocabulary is ``words``, or else the LM's. ``engine`` (default
     ``decode.engine``) runs it on flashlight's C++ decoder (:mod:`asrtrain.decode.flashlight`) or ours.
     ``oov_penalty`` opens ours to words outside the vocabulary (:mod:`asrtrain.decode.lexicon`).
+    ``att_rescore`` > 0 rescores our search's ``nbest`` best with a joint model's attention decoder
+    (:mod:`asrtrain.decode.rescore`).
     """
     from asrtrain.decode.ctc import greedy, prefix_beam_search
     from asrtrain.decode.ctm import ctm_lines, words_with_times
@@ -124,8 +135,15 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     if oov_penalty is not None and method != "lexicon":
         raise AsrError("an OOV penalty is for the lexicon search",
                        fix="pass --lm LM.arpa (or --words) as well")
-    search = _lexicon_search(tok, lm, words, beam, lm_weight, word_bonus, engine, oov_penalty) \
-        if method == "lexicon" else None
+    rescore = att_rescore > 0
+    if rescore:
+        from asrtrain.decode.rescore import attention_scores, check_rescorable, pick
+        check_rescorable(model, exp_dir)
+        if method != "lexicon" or engine != "ours" or nbest < 1:
+            raise AsrError("attention rescoring takes the n-best of our lexicon search",
+                           fix="pass --lm LM.arpa (or --words), --engine ours and --nbest >= 1")
+    search = _lexicon_search(tok, lm, words, beam, lm_weight, word_bonus, engine, oov_penalty,
+                             nbest if rescore else 1) if method == "lexicon" else None
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     segments = _segments(data_dir)
     reco2fc = _reco2fc(data_dir)
@@ -134,9 +152,13 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     ctm = []
     t0 = time.time()
     audio_s = 0.0
-    for utt, lp in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames):
+    for utt, lp, *enc in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames, with_enc=rescore):
         audio_s += lp.shape[0] * frame_s
-        if search is not None:
+        if rescore:
+            hyps_n = search.nbest(lp)
+            tokens, frames, _ = pick(hyps_n, attention_scores(model, enc[0], [h[0] for h in hyps_n]),
+                                     att_rescore)
+        elif search is not None:
             tokens, frames, _ = search(lp)
         elif method == "beam":
             tokens, frames, _ = prefix_beam_search(lp, beam=beam)
@@ -157,17 +179,19 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
         how += f", lm {lm or 'none'}, lm_weight {lm_weight:g}, word_bonus {word_bonus:g}, {search.engine}"
         how += ", closed vocabulary" if oov_penalty is None else \
             f", open vocabulary (oov_penalty {oov_penalty:g})"
+        how += f", attention rescoring of the {nbest}-best (weight {att_rescore:g})" if rescore else ""
     log.info("decoded %d utterances (%s) in %.1f s, %.1fx real time -> %s", len(hyps), how, elapsed,
              audio_s / max(elapsed, 1e-9), out_dir)
     return {"utterances": len(hyps), "ctm_words": len(ctm)}
 
 
 def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], beam: int, lm_weight: float,
-                    word_bonus: float, engine: str = "ours", oov_penalty: Optional[float] = None):
+                    word_bonus: float, engine: str = "ours", oov_penalty: Optional[float] = None,
+                    nbest: int = 1):
     """The lexicon search as a function of one utterance's log-probs; its ``engine`` attribute says
-    which ran it."""
+    which ran it, and (ours) its ``nbest`` attribute gives the ``nbest`` best hypotheses instead."""
     from asrtrain.decode import flashlight
-    from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search, read_words
+    from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search, lexicon_nbest, read_words
     from asrtrain.lm.ngram import arpa_order_and_vocab, read_arpa
 
     if lm_path is None and words_path is None:
@@ -200,6 +224,9 @@ def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], be
         def search(lp):
             return lexicon_beam_search(lp, lexicon, lm, beam=beam, lm_weight=lm_weight,
                                        word_bonus=word_bonus, oov_penalty=oov_penalty)
+
+        search.nbest = lambda lp: lexicon_nbest(lp, lexicon, lm, beam=beam, lm_weight=lm_weight,
+                                                word_bonus=word_bonus, oov_penalty=oov_penalty, nbest=nbest)
     search.engine = engine
     return search
 

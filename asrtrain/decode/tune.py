@@ -7,7 +7,9 @@ the winner goes to ``OUT_DIR/best.yaml``, which ``asrtrain decode --params best.
 decodes test. ``OUT_DIR/grid.tsv`` keeps every point's dev WER (ties go to the smaller weight, then the
 smaller bonus: the least LM-dependent setting), ``OUT_DIR/text`` the winner's dev hypotheses.
 With ``--oov-penalties`` the grid also tries the open-vocabulary search at those penalties; the closed
-search (``closed``) comes first, so a tie keeps the vocabulary closed.
+search (``closed``) comes first, so a tie keeps the vocabulary closed. With ``--att-weights`` (a joint
+CTC/attention model) each point's n-best is also rescored by the attention decoder at those weights
+(:mod:`asrtrain.decode.rescore`); 0, no rescoring, comes first, so a tie keeps the plain search.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from asrtrain.io import atomic_write_text
 log = logging.getLogger("asrtrain.decode")
 
 PARAMS_KEYS = ("lm_weight", "word_bonus", "beam_size")
+RESCORE_KEYS = {"att_rescore": 0.0, "nbest": 10}  # optional in best.yaml (absent before rescoring existed)
 CLOSED = "closed"  # the oov_penalty of the closed-vocabulary search, in grids and best.yaml
 
 
@@ -64,12 +67,15 @@ def oov_text(penalty: Optional[float]) -> str:
 def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: Sequence[float],
             word_bonuses: Sequence[float], beam_size: Optional[int] = None, ref: Optional[Path] = None,
             checkpoint: Optional[Path] = None, device: str = "cpu",
-            oov_penalties: Sequence[Optional[float]] = (None,)) -> Dict[str, object]:
-    """Grid-search ``oov_penalty`` x ``lm_weight`` x ``word_bonus`` by WER on ``data_dir`` (a dev set);
-    returns the best point and writes ``best.yaml``, ``grid.tsv`` and ``text`` into ``out_dir``.
-    ``oov_penalties``: None is the closed-vocabulary search (the default grid has only it)."""
+            oov_penalties: Sequence[Optional[float]] = (None,), att_weights: Sequence[float] = (0.0,),
+            nbest: int = 10) -> Dict[str, object]:
+    """Grid-search ``oov_penalty`` x ``lm_weight`` x ``word_bonus`` x ``att_rescore`` by WER on
+    ``data_dir`` (a dev set); returns the best point and writes ``best.yaml``, ``grid.tsv`` and ``text``
+    into ``out_dir``. ``oov_penalties``: None is the closed-vocabulary search (the default grid has only
+    it); ``att_weights``: attention rescoring of the ``nbest`` best (0: none, the default grid)."""
     from asrtrain.data.table import read_table, write_table
-    from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search
+    from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search, lexicon_nbest
+    from asrtrain.decode.rescore import attention_scores, check_rescorable, pick
     from asrtrain.decode.run import check_features, check_spellable, load_model, log_probs_by_utt
     from asrtrain.lm.ngram import read_arpa
     from asrtrain.score.wer import Counts, count_words
@@ -86,52 +92,69 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
         raise AsrError("tune-lm needs a CTC model", Path(exp_dir) / "config.yaml", fix="use Kaldi's scoring for CE models")
     check_features(cfg, data_dir)
     beam = beam_size or cfg.decode.beam_size
+    atts = sorted(att_weights)
+    rescore = any(a > 0 for a in atts)
+    if any(a < 0 for a in atts) or nbest < 1:
+        raise AsrError("--att-weights must be >= 0 and --nbest >= 1", fix="e.g. --att-weights 0,0.3,0.5,1")
+    if rescore:
+        check_rescorable(model, exp_dir)
     tok = Tokenizer(Path(exp_dir) / "tokenizer.model")
     ngram = read_arpa(Path(lm))
     check_spellable(tok, ngram.vocab, Path(lm))
     lexicon = Lexicon(ngram.vocab, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)])
     t0 = time.time()
-    cached = list(log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames))
-    missing = [u for u, _ in cached if u not in refs]
+    cached = [(u, lp, *(e.cpu() for e in enc)) for u, lp, *enc in
+              log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames, with_enc=rescore)]
+    missing = [u for u, *_ in cached if u not in refs]
     if missing:
         raise AsrError(f"utterance '{missing[0]}' has no reference transcript", ref_path,
                        fix="pass the text of the data dir being tuned on")
     oovs = sorted(oov_penalties, key=lambda o: (o is not None, o or 0.0))  # closed first: it wins ties
     log.info("tune-lm: %d utterances forwarded in %.1f s; %d grid points, beam %d", len(cached),
-             time.time() - t0, len(oovs) * len(lm_weights) * len(word_bonuses), beam)
-    rows: List[Tuple[Optional[float], float, float, Counts]] = []
+             time.time() - t0, len(oovs) * len(lm_weights) * len(word_bonuses) * len(atts), beam)
+    rows: List[Tuple[Optional[float], float, float, float, Counts]] = []
     best_hyps: Dict[str, str] = {}
-    best: Optional[Tuple[Optional[float], float, float, float]] = None
+    best: Optional[Tuple[Optional[float], float, float, float, float]] = None
     for o in oovs:
         for w in sorted(lm_weights):
             for b in sorted(word_bonuses):
-                total, hyps = Counts(), {}
-                for utt, lp in cached:
-                    tokens, _, _ = lexicon_beam_search(lp, lexicon, ngram, beam=beam, lm_weight=w,
-                                                       word_bonus=b, oov_penalty=o)
-                    hyps[utt] = tok.decode(tokens)
-                    total = total + count_words(refs[utt], hyps[utt].split())
-                rows.append((o, w, b, total))
-                log.info("tune-lm: oov_penalty %s lm_weight %g word_bonus %g: %s", oov_text(o), w, b,
-                         total.line(data_dir.name))
-                if best is None or total.wer < best[3] - 1e-9:
-                    best, best_hyps = (o, w, b, total.wer), hyps
+                totals, hyps = {a: Counts() for a in atts}, {a: {} for a in atts}
+                for utt, lp, *enc in cached:
+                    if rescore:  # one search and one decoder pass per utterance serve every weight
+                        found = lexicon_nbest(lp, lexicon, ngram, beam=beam, lm_weight=w, word_bonus=b,
+                                              oov_penalty=o, nbest=nbest)
+                        att = attention_scores(model, enc[0], [h[0] for h in found])
+                        chosen = {a: pick(found, att, a)[0] for a in atts}
+                    else:
+                        chosen = {0.0: lexicon_beam_search(lp, lexicon, ngram, beam=beam, lm_weight=w,
+                                                           word_bonus=b, oov_penalty=o)[0]}
+                    for a in atts:
+                        hyps[a][utt] = tok.decode(chosen[a])
+                        totals[a] = totals[a] + count_words(refs[utt], hyps[a][utt].split())
+                for a in atts:
+                    rows.append((o, w, b, a, totals[a]))
+                    log.info("tune-lm: oov_penalty %s lm_weight %g word_bonus %g att_rescore %g: %s",
+                             oov_text(o), w, b, a, totals[a].line(data_dir.name))
+                    if best is None or totals[a].wer < best[4] - 1e-9:
+                        best, best_hyps = (o, w, b, a, totals[a].wer), hyps[a]
     assert best is not None
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "grid.tsv", "oov_penalty\tlm_weight\tword_bonus\twer\terrors\twords\n" +
-                      "".join(f"{oov_text(o)}\t{w:g}\t{b:g}\t{c.wer:.2f}\t{c.err}\t{c.wrd}\n"
-                              for o, w, b, c in rows))
+    header = "oov_penalty\tlm_weight\tword_bonus\tatt_rescore\twer\terrors\twords\n"
+    atomic_write_text(out_dir / "grid.tsv", header + "".join(
+        f"{oov_text(o)}\t{w:g}\t{b:g}\t{a:g}\t{c.wer:.2f}\t{c.err}\t{c.wrd}\n" for o, w, b, a, c in rows))
     write_table(out_dir / "text", best_hyps)
     result = {"lm_weight": best[1], "word_bonus": best[2], "beam_size": beam,
-              "oov_penalty": oov_text(best[0]), "dev_wer": round(best[3], 2)}
+              "oov_penalty": oov_text(best[0]), "att_rescore": best[3], "nbest": nbest,
+              "dev_wer": round(best[4], 2)}
     atomic_write_text(out_dir / "best.yaml", "".join(f"{k}: {v}\n" for k, v in result.items()) +
                       f"# chosen on {data_dir} (reference {ref_path}), lm {lm}\n")
     return result
 
 
 def read_params(path: Path) -> Dict[str, Optional[float]]:
-    """``lm_weight``, ``word_bonus``, ``beam_size`` and ``oov_penalty`` (None: closed; absent in files
-    written before it existed) from a ``best.yaml`` written by :func:`tune_lm`."""
+    """``lm_weight``, ``word_bonus``, ``beam_size``, ``oov_penalty`` (None: closed), ``att_rescore`` and
+    ``nbest`` (the last three absent in files written before they existed) from a ``best.yaml`` written
+    by :func:`tune_lm`."""
     from asrtrain.yamlio import read_yaml
 
     data, lines = read_yaml(Path(path))
@@ -155,4 +178,13 @@ def read_params(path: Path) -> Dict[str, Optional[float]]:
         raise AsrError(f"'oov_penalty' must be '{CLOSED}' or a finite number, not {oov!r}", path,
                        lines.get("oov_penalty"), fix="pass the best.yaml of asrtrain tune-lm")
     out["oov_penalty"] = None if oov == CLOSED else float(oov)
+    for key, default in RESCORE_KEYS.items():
+        value = data.get(key, default)
+        bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or (key == "nbest" and (int(value) != value or value < 1))
+        if bad:
+            want = "a positive integer" if key == "nbest" else "a number >= 0"
+            raise AsrError(f"'{key}' must be {want}, not {value!r}", path, lines.get(key),
+                           fix="pass the best.yaml of asrtrain tune-lm")
+        out[key] = type(default)(value)
     return out

@@ -2,8 +2,9 @@
 ICASSP 2017; the loss ESPnet's recipes train with, AN4's among them): ``model.att_weight`` w makes the
 training loss ``(1 - w) CTC + w CE``, the CE of this decoder predicting each target piece and then the end
 of the sentence from the pieces before it (teacher forcing) and the encoder's states. It is an auxiliary
-task for the shared encoder: decoding still uses the CTC branch (greedy, lexicon, flashlight), and the dev
-loss stays the CTC loss, comparable across runs.
+task for the shared encoder: decoding uses the CTC branch (greedy, lexicon, flashlight), which this decoder
+can rescore (``sequence_logprob``; :mod:`asrtrain.decode.rescore`), and the dev loss stays the CTC loss,
+comparable across runs.
 
 The decoder is one LSTM cell over [previous piece's embedding; previous context] with additive attention
 (Bahdanau et al. 2015) over the encoder's valid frames; padded frames get no weight, so an utterance's
@@ -38,6 +39,21 @@ class AttentionDecoder(nn.Module):
                 target_lens: torch.Tensor) -> torch.Tensor:
         """Summed CE (a float32 scalar) of ``targets`` (N, S), padded with anything past ``target_lens``,
         each followed by the end token, given the encoder's ``enc`` (N, T, E) of ``enc_lens`` (N,) frames."""
+        logits, gold = self._logits(enc, enc_lens, targets, target_lens)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1), ignore_index=-1,
+                               reduction="sum").float()
+
+    def sequence_logprob(self, enc: torch.Tensor, enc_lens: torch.Tensor, targets: torch.Tensor,
+                         target_lens: torch.Tensor) -> torch.Tensor:
+        """Per utterance (N,) float32: ln p(pieces, then the end token | encoder), the sum that ``forward``
+        negates and adds over the batch; what attention rescoring adds to an n-best hypothesis."""
+        logits, gold = self._logits(enc, enc_lens, targets, target_lens)
+        lp = F.log_softmax(logits, dim=-1).gather(-1, gold.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        return lp.masked_fill(gold < 0, 0.0).sum(dim=1).float()
+
+    def _logits(self, enc: torch.Tensor, enc_lens: torch.Tensor, targets: torch.Tensor,
+                target_lens: torch.Tensor):
+        """(logits (N, S + 1, V) at least float32, gold (N, S + 1): each step's target, -1 past the end)."""
         n, t, _ = enc.shape
         s = int(target_lens.max()) if n else 0
         device = enc.device
@@ -62,5 +78,4 @@ class AttentionDecoder(nn.Module):
             ctx = torch.bmm(a[:, None, :], enc).squeeze(1)  # (N, E)
             logits.append(self.out(self.dropout(torch.cat([h, ctx], dim=-1))))
         logits = _wide(torch.stack(logits, dim=1))  # (N, S + 1, V), at least float32
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1), ignore_index=-1,
-                               reduction="sum").float()
+        return logits, gold

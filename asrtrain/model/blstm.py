@@ -163,6 +163,17 @@ class BLSTM(nn.Module):
         the log-probs of the middle layer (after ``num_layers // 2`` layers) through the same head, for
         the intermediate CTC loss (``model.inter_ctc``). With ``att`` (targets (N, S), their lengths), last
         the attention decoder's summed CE of them (``model.att_weight``; inside forward, so DDP sees it)."""
+        h, lengths, middle = self.encode(x, lengths, inter)
+        out = [F.log_softmax(self.head(h), dim=-1), lengths]
+        if inter:
+            out.append(F.log_softmax(self.head(middle), dim=-1))
+        if att is not None:
+            out.append(self.decoder(h, lengths, *att))
+        return tuple(out)
+
+    def encode(self, x: torch.Tensor, lengths: torch.Tensor, inter: bool = False):
+        """The encoder's last states (N, T', 2 x out), their lengths (N,), and with ``inter`` the middle
+        layer's states (else None): what the CTC head and the attention decoder read."""
         h, lengths = stack_frames(x, lengths, self.cfg.stack, self.cfg.subsample)
         cpu_lengths = lengths.cpu()
         fp32_rnn = rnn_outside_autocast(h)
@@ -178,12 +189,7 @@ class BLSTM(nn.Module):
             else:
                 h = blstm_packed(layer, h, cpu_lengths)
             h = self.dropout(h)
-        out = [F.log_softmax(self.head(h), dim=-1), lengths]
-        if inter:
-            out.append(F.log_softmax(self.head(middle), dim=-1))
-        if att is not None:
-            out.append(self.decoder(h, lengths, *att))
-        return tuple(out)
+        return h, lengths, middle
 
 
 def build_model(cfg: ModelConfig) -> BLSTM:

@@ -6,6 +6,7 @@
 #                           [--fbank-conf YAML] [--dump DIR]
 #                           [--factors 0.8,0.9,1.0,1.1,1.2] [--vocab-size N (30)] [--dev-utts N]
 #                           [--lm-weights 0.3,0.5,0.8,1.2] [--word-bonuses 0,1,2,3] [--oov-penalties closed]
+#                           [--att-weights 0] (with --set model.att_weight=W: attention rescoring on dev)
 #
 # AN4_DIR is CMU's an4_sphere.tar.gz unpacked (it holds etc/ and wav/; download it from CMU). Splits as
 # ESPnet's egs2/an4: train = the training list minus dev, dev = its first 100 utterances (sorted ids),
@@ -44,6 +45,7 @@ lm_order=3
 lm_weights=0.3,0.5,0.8,1.2
 word_bonuses=0,1,2,3
 oov_penalties=closed  # e.g. closed,-12,-8,-4: tune-lm also tries the open-vocabulary search (README.md)
+att_weights=0  # e.g. 0,0.3,0.5,1 for a joint CTC/attention model: tune-lm also rescores its 10-best
 dump=
 extra=()
 
@@ -65,8 +67,9 @@ while [ $# -gt 0 ]; do
     --lm-weights) lm_weights=$2; shift 2 ;;
     --word-bonuses) word_bonuses=$2; shift 2 ;;
     --oov-penalties) oov_penalties=$2; shift 2 ;;
+    --att-weights) att_weights=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
     *) if [ -z "$an4_dir" ]; then an4_dir=$1; shift; else echo "run.sh: unexpected argument $1" >&2; exit 1; fi ;;
   esac
@@ -143,7 +146,8 @@ if run_stage 5; then
   # The LM weight and word bonus: a grid searched on dev only, then used unchanged on every set.
   if done_or "$exp/$tag/tune_lm_dev/.done"; then
     $asrtrain tune-lm "$exp/$tag" "$dump/dev" "$exp/$tag/tune_lm_dev" --lm "$exp/lm/lm.arpa" \
-      --lm-weights "$lm_weights" --word-bonuses "$word_bonuses" --oov-penalties "$oov_penalties"
+      --lm-weights "$lm_weights" --word-bonuses "$word_bonuses" --oov-penalties "$oov_penalties" \
+      --att-weights "$att_weights"
     touch "$exp/$tag/tune_lm_dev/.done"
   fi
   for part in $decode_sets; do

@@ -1,6 +1,7 @@
 """Vocabulary-constrained CTC search with a word LM."""
 
 import numpy as np
+import pytest
 
 from asrtrain.decode.ctc import prefix_beam_search
 from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search
@@ -117,3 +118,30 @@ def test_a_prohibitive_penalty_gives_the_closed_search():
         closed = lexicon_beam_search(lp, lex, lm, beam=8, lm_weight=0.7, word_bonus=1.0)
         shut = lexicon_beam_search(lp, lex, lm, beam=8, lm_weight=0.7, word_bonus=1.0, oov_penalty=-1e6)
         assert closed[0] == shut[0] and abs(closed[2] - shut[2]) < 1e-6
+
+
+def test_the_nbest_is_sorted_starts_with_the_best_and_scores_each_hypothesis_exactly():
+    """Without an LM and with nothing pruned (a beam wider than every prefix, every token tried), each
+    n-best score is its tokens' exact CTC log-likelihood (torch's ctc_loss sums every alignment), the
+    list is sorted, its token sequences are distinct, and its head is lexicon_beam_search's answer."""
+    import torch
+    import torch.nn.functional as F
+
+    from asrtrain.decode.lexicon import lexicon_nbest
+
+    lex = Lexicon(["cat", "cats", "the", "a", "dog"], PIECES)
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        lp = np.log(rng.dirichlet(np.ones(len(PIECES)) * 0.5, size=6))
+        best = lexicon_beam_search(lp, lex, None, beam=4000, token_beam=len(PIECES), prune=-1e9)
+        nbest = lexicon_nbest(lp, lex, None, beam=4000, token_beam=len(PIECES), prune=-1e9, nbest=8)
+        assert nbest[0] == best and 1 < len(nbest) <= 8
+        scores = [s for _, _, s in nbest]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(t) for t, _, _ in nbest}) == len(nbest)
+        for tokens, _, score in nbest:
+            assert all(w in lex.words for w in words(tokens))
+            exact = -F.ctc_loss(torch.tensor(lp).unsqueeze(1), torch.tensor([tokens]), [len(lp)],
+                                [len(tokens)], reduction="sum")
+            assert score == pytest.approx(float(exact), abs=1e-6)
+    assert lexicon_nbest(lp, lex, None, nbest=1) == [lexicon_beam_search(lp, lex, None)]

@@ -175,3 +175,23 @@ def test_checkpoint_snapshot_copies_cuda_tensors_to_the_host():
     for k, v in snap["model"].items():
         assert v.device.type == "cpu" and torch.equal(v, want[k])
         assert v.untyped_storage().data_ptr() == snap["avg_model"][k].untyped_storage().data_ptr()
+
+
+def test_attention_rescoring_on_cuda_matches_the_cpu():
+    """Encoder states cached on the host (as tune-lm keeps them) are scored by a CUDA decoder: the same
+    per-hypothesis log-probabilities as on the CPU."""
+    import copy
+
+    from asrtrain.decode.rescore import attention_scores
+    from asrtrain.model.blstm import build_model
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(input_dim=4, num_targets=6, hidden=8, num_layers=2, stack=1, subsample=1, att_weight=0.3,
+                      att_dim=8)
+    cpu = build_model(cfg).eval()
+    with torch.no_grad():
+        enc, _, _ = cpu.encode(torch.randn(1, 9, 4), torch.tensor([9]))
+    hyps = [[1, 2, 3], [], [5, 4]]
+    want = attention_scores(cpu, enc[0], hyps)
+    got = attention_scores(copy.deepcopy(cpu).cuda(), enc[0], hyps)  # enc stays on the host
+    assert got == pytest.approx(want, rel=1e-4, abs=1e-4)

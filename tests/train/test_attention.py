@@ -153,3 +153,30 @@ def test_joint_training_runs_resumes_and_decodes_through_the_cli(tmp_path):
     r = CliRunner().invoke(cli, ["decode", str(tmp_path / "full"), str(dev), str(out)])
     assert r.exit_code == 0, r.output
     assert len((out / "text").read_text().splitlines()) == len((dev / "text").read_text().splitlines())
+    # attention rescoring: tune-lm's grid gains the weights (0 first), decode --params repeats the winner
+    r = CliRunner().invoke(cli, ["lm", "train", "--text", str(tr / "text"), "--out", str(tmp_path / "lm")])
+    assert r.exit_code == 0, r.output
+    lm = str(tmp_path / "lm" / "lm.arpa")
+    tuned = tmp_path / "tune"
+    r = CliRunner().invoke(cli, ["tune-lm", str(tmp_path / "full"), str(dev), str(tuned), "--lm", lm, "--lm-weights",
+                                 "0.5", "--word-bonuses", "0,2", "--att-weights", "1,0", "--nbest", "4",
+                                 "--beam-size", "6"])
+    assert r.exit_code == 0, r.output
+    grid = [line.split("\t") for line in (tuned / "grid.tsv").read_text().splitlines()]
+    assert grid[0][3] == "att_rescore" and [g[2:4] for g in grid[1:]] == [["0", "0"], ["0", "1"], ["2", "0"],
+                                                                           ["2", "1"]]
+    best = (tuned / "best.yaml").read_text()
+    assert "nbest: 4" in best and ("att_rescore: 1.0" in best or "att_rescore: 0.0" in best)
+    r = CliRunner().invoke(cli, ["decode", str(tmp_path / "full"), str(dev), str(tmp_path / "dec_att"), "--lm", lm,
+                                 "--params", str(tuned / "best.yaml")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "dec_att" / "text").read_text() == (tuned / "text").read_text()
+    r = CliRunner().invoke(cli, ["decode", str(tmp_path / "full"), str(dev), str(tmp_path / "d2"), "--lm", lm,
+                                 "--att-rescore", "0.5", "--nbest", "3"])
+    assert r.exit_code == 0, r.output
+    for bad, says in ((["--att-rescore", "0.5"], "n-best of our lexicon search"),
+                      (["--lm", lm, "--att-rescore", "-1"], "--att-rescore -1"),
+                      (["--lm", lm, "--nbest", "3"], "--nbest is the n-best"),
+                      (["--lm", lm, "--att-rescore", "0.5", "--engine", "flashlight"], "n-best of our lexicon")):
+        r = CliRunner().invoke(cli, ["decode", str(tmp_path / "full"), str(dev), str(tmp_path / "bad")] + bad)
+        assert r.exit_code == 1 and says in r.output and "Traceback" not in r.output, (bad, r.output)

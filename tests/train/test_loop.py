@@ -121,9 +121,11 @@ def test_decode_and_average_cli(data, tmp_path):
     assert r.exit_code == 0, r.output
     grid = [l.split("\t") for l in (tuned / "grid.tsv").read_text().splitlines()[1:]]
     assert len(grid) == 4 and {g[0] for g in grid} == {"closed"}
-    best = min(float(g[3]) for g in grid)
+    assert {g[3] for g in grid} == {"0"}  # att_rescore: none by default
+    best = min(float(g[4]) for g in grid)
     assert f"%WER {best:.2f}" in r.output and f"dev_wer: {round(best, 2)}" in (tuned / "best.yaml").read_text()
     assert "oov_penalty: closed" in (tuned / "best.yaml").read_text()
+    assert "att_rescore: 0.0" in (tuned / "best.yaml").read_text()
     r = CliRunner().invoke(cli, ["decode", str(exp), str(dev), str(tmp_path / "dec_tuned"), "--params",
                                  str(tuned / "best.yaml"), "--lm", str(tmp_path / "lm" / "lm.arpa")])
     assert r.exit_code == 0, r.output
