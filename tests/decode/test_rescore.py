@@ -1,19 +1,19 @@
 """Attention rescoring of the lexicon n-best: the decoder's per-hypothesis log-probability, the choice it
 makes, and the refusals."""
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
-from asrtrain.config import ModelConfig
 from asrtrain.decode.rescore import attention_scores, check_rescorable, pick
 from asrtrain.errors import AsrError
 from asrtrain.model.attention import AttentionDecoder
 from asrtrain.model.blstm import build_model
 
-
-def small(att_weight=0.4):
-    return ModelConfig(input_dim=4, num_targets=6, hidden=8, num_layers=2, stack=1, subsample=1, dropout=0.0,
-                       att_weight=att_weight, att_dim=8)
+sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
+from test_attention import small, two_orders_model  # noqa: E402
 
 
 def test_sequence_logprob_is_minus_each_utterances_ce():
@@ -47,17 +47,7 @@ def test_attention_scores_batch_the_hypotheses_of_one_utterance():
 def test_a_trained_decoder_reorders_the_nbest_and_weight_zero_keeps_the_search():
     """The decoder learns which order the pieces of each utterance come in; an n-best whose search favours
     the wrong order is put right by rescoring at weight 1, and left as the search had it at weight 0."""
-    torch.manual_seed(4)
-    model = build_model(small()).train()
-    feats, lens = torch.randn(2, 12, 4), torch.tensor([12, 12])
-    targets, tlens = torch.tensor([[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]]), torch.tensor([5, 5])
-    opt = torch.optim.Adam(model.parameters(), lr=0.02)
-    for _ in range(80):
-        _, _, ce = model(feats, lens, att=(targets, tlens))
-        opt.zero_grad()
-        ce.backward()
-        opt.step()
-    model.eval()
+    model, feats, lens, _, _ = two_orders_model()
     with torch.no_grad():
         enc, _, _ = model.encode(feats, lens)
     right, wrong = [1, 2, 3, 4, 5], [5, 4, 3, 2, 1]

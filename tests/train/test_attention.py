@@ -13,9 +13,9 @@ from asrtrain.model.blstm import build_model
 from asrtrain.train.loop import compute_loss
 
 
-def small(**kw):
+def small(att_weight=0.4, **kw):
     return ModelConfig(input_dim=4, num_targets=6, hidden=8, num_layers=2, stack=1, subsample=1, dropout=0.0,
-                       att_weight=0.4, att_dim=8, **kw)
+                       att_weight=att_weight, att_dim=8, **kw)
 
 
 def test_without_att_weight_the_model_has_no_decoder():
@@ -89,10 +89,9 @@ def test_joint_loss_mixes_the_ce_in_training_only_and_reaches_every_parameter():
     assert all(p.grad is not None and not bool(p.grad.any()) for p in model.parameters())
 
 
-def test_the_decoder_learns_to_predict_the_pieces_from_the_encoder():
-    """A few steps of Adam on two utterances whose pieces run in opposite orders: the CE per piece must
-    fall far below chance (log 6 = 1.79), and swapping the two utterances' features must make it much
-    worse: which sequence to start comes only from the encoder (history alone cannot tell)."""
+def two_orders_model():
+    """A joint model after 80 Adam steps on the CE of two utterances whose pieces run in opposite orders
+    (1..5 and 5..1), in eval mode: ``(model, feats, lens, targets, tlens)``."""
     torch.manual_seed(4)
     model = build_model(small()).train()
     feats, lens = torch.randn(2, 12, 4), torch.tensor([12, 12])
@@ -103,7 +102,14 @@ def test_the_decoder_learns_to_predict_the_pieces_from_the_encoder():
         opt.zero_grad()
         ce.backward()
         opt.step()
-    model.eval()
+    return model.eval(), feats, lens, targets, tlens
+
+
+def test_the_decoder_learns_to_predict_the_pieces_from_the_encoder():
+    """The CE per piece of :func:`two_orders_model` must fall far below chance (log 6 = 1.79), and
+    swapping the two utterances' features must make it much worse: which sequence to start comes only
+    from the encoder (history alone cannot tell)."""
+    model, feats, lens, targets, tlens = two_orders_model()
     with torch.no_grad():
         _, _, ce = model(feats, lens, att=(targets, tlens))
         _, _, swapped = model(feats.flip(0), lens, att=(targets, tlens))
