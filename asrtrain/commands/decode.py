@@ -8,6 +8,8 @@ from typing import Optional
 
 import click
 
+from asrtrain.decode.tune import NBEST
+
 
 @click.command()
 @click.argument("exp_dir", type=click.Path(path_type=Path))
@@ -32,7 +34,7 @@ import click
 @click.option("--att-rescore", type=float,
               help="Rescore the lexicon search's n-best with a joint CTC/attention model's attention decoder "
                    "at this weight (model.att_weight > 0; default 0: no rescoring).")
-@click.option("--nbest", type=int, help="Hypotheses kept for --att-rescore [default: 10].")
+@click.option("--nbest", type=int, help=f"Hypotheses kept for --att-rescore [default: {NBEST}].")
 @click.option("--engine", type=click.Choice(["ours", "flashlight"]),
               help="Lexicon search: ours (Python) or flashlight (C++, needs flashlight-text). "
                    "Default: decode.engine.")
@@ -71,4 +73,4 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], 
                        "nbest >= 1", fix="e.g. --att-rescore 0.5 --nbest 10")
 
     run(exp_dir, data_dir, out_dir, method, beam_size, checkpoint, lm, words, lm_weight, word_bonus, device,
-        engine=engine, oov_penalty=oov_penalty, att_rescore=att_rescore, nbest=nbest or 10)
+        engine=engine, oov_penalty=oov_penalty, att_rescore=att_rescore, nbest=nbest or NBEST)

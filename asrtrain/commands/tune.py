@@ -7,6 +7,8 @@ from typing import Optional
 
 import click
 
+from asrtrain.decode.tune import NBEST
+
 
 @click.command("tune-lm")
 @click.argument("exp_dir", type=click.Path(path_type=Path))
@@ -23,7 +25,7 @@ import click
 @click.option("--att-weights", default="0", show_default=True,
               help="Also rescore each point's n-best with a joint CTC/attention model's attention decoder at "
                    "these weights (comma-separated; 0 is no rescoring), e.g. 0,0.3,0.5,1.")
-@click.option("--nbest", default=10, show_default=True, help="Hypotheses kept for attention rescoring.")
+@click.option("--nbest", default=NBEST, show_default=True, help="Hypotheses kept for attention rescoring.")
 @click.option("--beam-size", type=int, help="Beam width (default: the exp config's decode.beam_size).")
 @click.option("--ref", type=click.Path(path_type=Path), help="Reference text (default: DATA_DIR/text).")
 @click.option("--checkpoint", type=click.Path(path_type=Path), help="Model file instead of EXP_DIR/final.pt.")

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from asrtrain.config import Config, load_config, to_dict
+from asrtrain.decode.tune import NBEST
 from asrtrain.data.table import read_table, write_table
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_write_text
@@ -87,17 +88,11 @@ def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int, with
             j += 1
         device = next(model.parameters()).device
         batch = data.collate(utts[i:j]).to(device)
-        if with_enc:
-            enc, lens, _ = model.encode(batch.feats, batch.feat_lens)
-            lp = torch.log_softmax(model.head(enc), dim=-1)
-        else:
-            lp, lens = model(batch.feats, batch.feat_lens)
-        lp = lp.float().cpu()
+        enc, lens, _ = model.encode(batch.feats, batch.feat_lens)
+        lp = model.log_probs(enc).float().cpu()
         for k, u in enumerate(batch.utts):
-            if with_enc:
-                yield u, lp[k, : int(lens[k])].numpy(), enc[k, : int(lens[k])]
-            else:
-                yield u, lp[k, : int(lens[k])].numpy()
+            n = int(lens[k])
+            yield (u, lp[k, :n].numpy(), enc[k, :n]) if with_enc else (u, lp[k, :n].numpy())
         i = j
 
 
@@ -106,7 +101,7 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
            words: Optional[Path] = None, lm_weight: Optional[float] = None,
            word_bonus: Optional[float] = None, device: str = "cpu",
            engine: Optional[str] = None, oov_penalty: Optional[float] = None, att_rescore: float = 0.0,
-           nbest: int = 10) -> Dict[str, int]:
+           nbest: int = NBEST) -> Dict[str, int]:
     """Decode every utterance of ``data_dir``; writes ``out_dir/text`` and, when the data dir has
     ``segments`` (and optionally ``reco2file_and_channel``), ``out_dir/ctm``.
 
@@ -191,7 +186,7 @@ def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], be
     """The lexicon search as a function of one utterance's log-probs; its ``engine`` attribute says
     which ran it, and (ours) its ``nbest`` attribute gives the ``nbest`` best hypotheses instead."""
     from asrtrain.decode import flashlight
-    from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search, lexicon_nbest, read_words
+    from asrtrain.decode.lexicon import Lexicon, lexicon_nbest, read_words
     from asrtrain.lm.ngram import arpa_order_and_vocab, read_arpa
 
     if lm_path is None and words_path is None:
@@ -221,12 +216,14 @@ def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], be
     else:
         lexicon = Lexicon(vocab, pieces)
 
-        def search(lp):
-            return lexicon_beam_search(lp, lexicon, lm, beam=beam, lm_weight=lm_weight,
-                                       word_bonus=word_bonus, oov_penalty=oov_penalty)
+        def best(lp):
+            return lexicon_nbest(lp, lexicon, lm, beam=beam, lm_weight=lm_weight, word_bonus=word_bonus,
+                                 oov_penalty=oov_penalty, nbest=nbest)
 
-        search.nbest = lambda lp: lexicon_nbest(lp, lexicon, lm, beam=beam, lm_weight=lm_weight,
-                                                word_bonus=word_bonus, oov_penalty=oov_penalty, nbest=nbest)
+        def search(lp):  # the head of the n-best list is the 1-best search's answer
+            return best(lp)[0]
+
+        search.nbest = best
     search.engine = engine
     return search
 

@@ -26,7 +26,8 @@ from asrtrain.io import atomic_write_text
 log = logging.getLogger("asrtrain.decode")
 
 PARAMS_KEYS = ("lm_weight", "word_bonus", "beam_size")
-RESCORE_KEYS = {"att_rescore": 0.0, "nbest": 10}  # optional in best.yaml (absent before rescoring existed)
+NBEST = 10  # hypotheses kept for attention rescoring unless asked otherwise
+RESCORE_KEYS = {"att_rescore": 0.0, "nbest": NBEST}  # optional in best.yaml (absent before rescoring existed)
 CLOSED = "closed"  # the oov_penalty of the closed-vocabulary search, in grids and best.yaml
 
 
@@ -68,13 +69,13 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
             word_bonuses: Sequence[float], beam_size: Optional[int] = None, ref: Optional[Path] = None,
             checkpoint: Optional[Path] = None, device: str = "cpu",
             oov_penalties: Sequence[Optional[float]] = (None,), att_weights: Sequence[float] = (0.0,),
-            nbest: int = 10) -> Dict[str, object]:
+            nbest: int = NBEST) -> Dict[str, object]:
     """Grid-search ``oov_penalty`` x ``lm_weight`` x ``word_bonus`` x ``att_rescore`` by WER on
     ``data_dir`` (a dev set); returns the best point and writes ``best.yaml``, ``grid.tsv`` and ``text``
     into ``out_dir``. ``oov_penalties``: None is the closed-vocabulary search (the default grid has only
     it); ``att_weights``: attention rescoring of the ``nbest`` best (0: none, the default grid)."""
     from asrtrain.data.table import read_table, write_table
-    from asrtrain.decode.lexicon import Lexicon, lexicon_beam_search, lexicon_nbest
+    from asrtrain.decode.lexicon import Lexicon, lexicon_nbest
     from asrtrain.decode.rescore import attention_scores, check_rescorable, pick
     from asrtrain.decode.run import check_features, check_spellable, load_model, log_probs_by_utt
     from asrtrain.lm.ngram import read_arpa
@@ -120,14 +121,12 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
             for b in sorted(word_bonuses):
                 totals, hyps = {a: Counts() for a in atts}, {a: {} for a in atts}
                 for utt, lp, *enc in cached:
-                    if rescore:  # one search and one decoder pass per utterance serve every weight
-                        found = lexicon_nbest(lp, lexicon, ngram, beam=beam, lm_weight=w, word_bonus=b,
-                                              oov_penalty=o, nbest=nbest)
-                        att = attention_scores(model, enc[0], [h[0] for h in found])
-                        chosen = {a: pick(found, att, a)[0] for a in atts}
-                    else:
-                        chosen = {0.0: lexicon_beam_search(lp, lexicon, ngram, beam=beam, lm_weight=w,
-                                                           word_bonus=b, oov_penalty=o)[0]}
+                    # one search and (rescoring) one decoder pass per utterance serve every weight
+                    found = lexicon_nbest(lp, lexicon, ngram, beam=beam, lm_weight=w, word_bonus=b,
+                                          oov_penalty=o, nbest=nbest if rescore else 1)
+                    att = attention_scores(model, enc[0], [h[0] for h in found]) if rescore \
+                        else [0.0] * len(found)
+                    chosen = {a: pick(found, att, a)[0] for a in atts}
                     for a in atts:
                         hyps[a][utt] = tok.decode(chosen[a])
                         totals[a] = totals[a] + count_words(refs[utt], hyps[a][utt].split())

@@ -164,12 +164,16 @@ class BLSTM(nn.Module):
         the intermediate CTC loss (``model.inter_ctc``). With ``att`` (targets (N, S), their lengths), last
         the attention decoder's summed CE of them (``model.att_weight``; inside forward, so DDP sees it)."""
         h, lengths, middle = self.encode(x, lengths, inter)
-        out = [F.log_softmax(self.head(h), dim=-1), lengths]
+        out = [self.log_probs(h), lengths]
         if inter:
-            out.append(F.log_softmax(self.head(middle), dim=-1))
+            out.append(self.log_probs(middle))
         if att is not None:
             out.append(self.decoder(h, lengths, *att))
         return tuple(out)
+
+    def log_probs(self, h: torch.Tensor) -> torch.Tensor:
+        """The CTC (or CE) head's log-probabilities (N, T', V) over encoder states ``h`` (N, T', E)."""
+        return F.log_softmax(self.head(h), dim=-1)
 
     def encode(self, x: torch.Tensor, lengths: torch.Tensor, inter: bool = False):
         """The encoder's last states (N, T', 2 x out), their lengths (N,), and with ``inter`` the middle
