@@ -6,7 +6,8 @@
 #                           [--fbank-conf YAML] [--dump DIR]
 #                           [--factors 0.8,0.9,1.0,1.1,1.2] [--vocab-size N (30)] [--dev-utts N]
 #                           [--lm-weights 0.3,0.5,0.8,1.2] [--word-bonuses 0,1,2,3] [--oov-penalties closed]
-#                           [--att-weights 0] (with --set model.att_weight=W: attention rescoring on dev)
+#                           [--att-weights auto] (attention rescoring weights tried on dev; auto:
+#                           0,0.5,1,2 for a model trained with model.att_weight > 0, else 0)
 #
 # AN4_DIR is CMU's an4_sphere.tar.gz unpacked (it holds etc/ and wav/; download it from CMU). Splits as
 # ESPnet's egs2/an4: train = the training list minus dev, dev = its first 100 utterances (sorted ids),
@@ -17,8 +18,9 @@
 #   1  speed perturbation 0.8 ... 1.2     data/train_sp                  (asrtrain data perturb-speed)
 #   2  features + CMVN                    dump/{train_sp,dev,test}       (asrtrain features)
 #   3  tokenizer and word trigram LM      exp/tokenizer exp/lm           (asrtrain tokenizer train, lm train)
-#   4  train the BLSTM-CTC model          exp/TAG                        (asrtrain train)
-#   5  decode greedy; choose the LM weight and word bonus on dev (asrtrain tune-lm, exp/TAG/tune_lm_dev);
+#   4  train the BLSTM (CTC + attention)  exp/TAG                        (asrtrain train)
+#   5  decode greedy; choose the LM weight, word bonus and attention rescoring weight on dev (asrtrain
+#      tune-lm, exp/TAG/tune_lm_dev);
 #      decode with the lexicon + LM at those settings     exp/TAG/decode_{greedy,lm}_SET (asrtrain decode)
 #   6  score WER and CER                  last lines: %WER / %CER of each decoded set
 #
@@ -45,7 +47,8 @@ lm_order=3
 lm_weights=0.3,0.5,0.8,1.2
 word_bonuses=0,1,2,3
 oov_penalties=closed  # e.g. closed,-12,-8,-4: tune-lm also tries the open-vocabulary search (README.md)
-att_weights=0  # e.g. 0,0.3,0.5,1 for a joint CTC/attention model: tune-lm also rescores its 10-best
+att_weights=auto  # tune-lm's attention rescoring of the 10-best (choice 11): auto = 0,0.5,1,2 for a joint
+                  # CTC/attention model (conf/train.yaml's model.att_weight 0.3), 0 for a CTC-only one
 dump=
 extra=()
 
@@ -69,7 +72,7 @@ while [ $# -gt 0 ]; do
     --oov-penalties) oov_penalties=$2; shift 2 ;;
     --att-weights) att_weights=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
     *) if [ -z "$an4_dir" ]; then an4_dir=$1; shift; else echo "run.sh: unexpected argument $1" >&2; exit 1; fi ;;
   esac
@@ -145,9 +148,13 @@ if run_stage 5; then
   done
   # The LM weight and word bonus: a grid searched on dev only, then used unchanged on every set.
   if done_or "$exp/$tag/tune_lm_dev/.done"; then
+    att=$att_weights
+    if [ "$att" = auto ]; then  # the model's own config.yaml (written by asrtrain train): a weight > 0?
+      if grep -Eq '^  att_weight: 0*\.?0*[1-9]' "$exp/$tag/config.yaml"; then att=0,0.5,1,2; else att=0; fi
+    fi
     $asrtrain tune-lm "$exp/$tag" "$dump/dev" "$exp/$tag/tune_lm_dev" --lm "$exp/lm/lm.arpa" \
       --lm-weights "$lm_weights" --word-bonuses "$word_bonuses" --oov-penalties "$oov_penalties" \
-      --att-weights "$att_weights"
+      --att-weights "$att"
     touch "$exp/$tag/tune_lm_dev/.done"
   fi
   for part in $decode_sets; do

@@ -44,10 +44,18 @@ def test_an4_recipe_end_to_end(tmp_path):
     assert lines[-2].endswith("| blstm_lm_test") and " | 3 " in lines[-2]  # test: the 3 transcribed utterances
     assert (work / "exp" / "blstm" / "decode_lm_dev" / "scoring" / "cer_summary").is_file()
     assert (work / "dump" / "train_sp" / "cmvn.scp").is_file()  # the recipe's features: per-speaker CMVN
-    # the LM weight and word bonus were chosen on dev (a 2 x 2 grid) and used unchanged on test
+    # the LM weight, word bonus and attention rescoring weight were chosen on dev (a 2 x 2 grid at each of
+    # --att-weights auto's 0,0.5,1,2: conf/train.yaml trains the attention decoder) and used unchanged on test
     tuned = work / "exp" / "blstm" / "tune_lm_dev"
-    assert len((tuned / "grid.tsv").read_text().splitlines()) == 5
+    rows = [line.split("\t") for line in (tuned / "grid.tsv").read_text().splitlines()[1:]]
+    assert len(rows) == 16 and sorted({float(r[3]) for r in rows}) == [0, 0.5, 1, 2]
     assert (tuned / "text").read_text() == (work / "exp" / "blstm" / "decode_lm_dev" / "text").read_text()
+    # a CTC-only model (model.att_weight 0): auto tries no rescoring instead of failing on the missing decoder
+    r = run(work, an4, "--stage", "4", "--tag", "ctc", "--decode-sets", "dev", *small,
+            "--set", "model.att_weight=0")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = (work / "exp" / "ctc" / "tune_lm_dev" / "grid.tsv").read_text().splitlines()[1:]
+    assert len(rows) == 4 and {line.split("\t")[3] for line in rows} == {"0"}
     # without AN4_DIR stage 0 says what to give
     r = run(tmp_path / "w2")
     assert r.returncode == 1 and "give AN4_DIR" in r.stderr
