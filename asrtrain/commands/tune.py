@@ -22,9 +22,10 @@ from asrtrain.decode.tune import NBEST
 @click.option("--oov-penalties", default="closed", show_default=True,
               help="Also try the open-vocabulary search at these penalties (comma-separated numbers; "
                    "'closed' is the closed-vocabulary search), e.g. closed,-10,-6.")
-@click.option("--att-weights", default="0", show_default=True,
+@click.option("--att-weights", default="auto", show_default=True,
               help="Also rescore each point's n-best with a joint CTC/attention model's attention decoder at "
-                   "these weights (comma-separated; 0 is no rescoring), e.g. 0,0.3,0.5,1.")
+                   "these weights (comma-separated; 0 is no rescoring), e.g. 0,0.3,0.5,1. auto: 0,0.5,1,2 "
+                   "for a model trained with an attention decoder (model.att_weight > 0), else 0.")
 @click.option("--nbest", default=NBEST, show_default=True, help="Hypotheses kept for attention rescoring.")
 @click.option("--beam-size", type=int, help="Beam width (default: the exp config's decode.beam_size).")
 @click.option("--ref", type=click.Path(path_type=Path), help="Reference text (default: DATA_DIR/text).")
@@ -38,12 +39,12 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     The model runs once; every grid point is searched over the cached log-probabilities. Writes
     OUT_DIR/best.yaml (pass it to `asrtrain decode --params` for test), grid.tsv and the best text.
     Tune on dev only: a grid searched on test reports a figure no user will get."""
-    from asrtrain.decode.tune import parse_grid, parse_oov_grid, tune_lm as run
+    from asrtrain.decode.tune import parse_att_grid, parse_grid, parse_oov_grid, tune_lm as run
 
     best = run(exp_dir, data_dir, out_dir, lm, parse_grid(lm_weights, "--lm-weights"),
                parse_grid(word_bonuses, "--word-bonuses"), beam_size, ref, checkpoint, device,
                oov_penalties=parse_oov_grid(oov_penalties),
-               att_weights=parse_grid(att_weights, "--att-weights"), nbest=nbest)
+               att_weights=parse_att_grid(att_weights), nbest=nbest)
     click.echo(f"best on {data_dir}: lm_weight {best['lm_weight']:g} word_bonus {best['word_bonus']:g} "
                f"oov_penalty {best['oov_penalty']} att_rescore {best['att_rescore']:g} "
                f"beam {best['beam_size']}: %WER {best['dev_wer']:.2f} -> {Path(out_dir) / 'best.yaml'}")

@@ -10,6 +10,8 @@ With ``--oov-penalties`` the grid also tries the open-vocabulary search at those
 search (``closed``) comes first, so a tie keeps the vocabulary closed. With ``--att-weights`` (a joint
 CTC/attention model) each point's n-best is also rescored by the attention decoder at those weights
 (:mod:`asrtrain.decode.rescore`); 0, no rescoring, comes first, so a tie keeps the plain search.
+``--att-weights auto`` (the default) is 0, 0.5, 1, 2 for a model that has an attention decoder and 0 for
+one that has not, decided from the loaded model itself.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ PARAMS_KEYS = ("lm_weight", "word_bonus", "beam_size")
 NBEST = 10  # hypotheses kept for attention rescoring unless asked otherwise
 RESCORE_KEYS = {"att_rescore": 0.0, "nbest": NBEST}  # optional in best.yaml (absent before rescoring existed)
 CLOSED = "closed"  # the oov_penalty of the closed-vocabulary search, in grids and best.yaml
+AUTO = "auto"  # --att-weights auto: AUTO_ATT for a model with an attention decoder, else no rescoring
+AUTO_ATT = (0.0, 0.5, 1.0, 2.0)  # the AN4 recipe's grid (choice 11, recipes/an4/README.md)
 
 
 def parse_grid(value: str, what: str) -> List[float]:
@@ -61,6 +65,12 @@ def parse_oov_grid(value: str) -> List[Optional[float]]:
     return out
 
 
+def parse_att_grid(value: str) -> Optional[List[float]]:
+    """``"auto"`` -> None (decided by the model: :data:`AUTO_ATT` when it has an attention decoder, else
+    no rescoring); otherwise the comma-separated weights, as :func:`parse_grid`."""
+    return None if value.strip() == AUTO else parse_grid(value, "--att-weights")
+
+
 def oov_text(penalty: Optional[float]) -> str:
     return CLOSED if penalty is None else f"{penalty:g}"
 
@@ -68,12 +78,14 @@ def oov_text(penalty: Optional[float]) -> str:
 def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: Sequence[float],
             word_bonuses: Sequence[float], beam_size: Optional[int] = None, ref: Optional[Path] = None,
             checkpoint: Optional[Path] = None, device: str = "cpu",
-            oov_penalties: Sequence[Optional[float]] = (None,), att_weights: Sequence[float] = (0.0,),
+            oov_penalties: Sequence[Optional[float]] = (None,),
+            att_weights: Optional[Sequence[float]] = (0.0,),
             nbest: int = NBEST) -> Dict[str, object]:
     """Grid-search ``oov_penalty`` x ``lm_weight`` x ``word_bonus`` x ``att_rescore`` by WER on
     ``data_dir`` (a dev set); returns the best point and writes ``best.yaml``, ``grid.tsv`` and ``text``
     into ``out_dir``. ``oov_penalties``: None is the closed-vocabulary search (the default grid has only
-    it); ``att_weights``: attention rescoring of the ``nbest`` best (0: none, the default grid)."""
+    it); ``att_weights``: attention rescoring of the ``nbest`` best (0: none, the default grid; None:
+    :data:`AUTO_ATT` if the model has an attention decoder, else 0)."""
     from asrtrain.data.table import read_table, write_table
     from asrtrain.decode.lexicon import Lexicon, lexicon_nbest
     from asrtrain.decode.rescore import attention_scores, check_rescorable, pick
@@ -93,6 +105,8 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
         raise AsrError("tune-lm needs a CTC model", Path(exp_dir) / "config.yaml", fix="use Kaldi's scoring for CE models")
     check_features(cfg, data_dir)
     beam = beam_size or cfg.decode.beam_size
+    if att_weights is None:  # auto: the model says whether it has a decoder to rescore with
+        att_weights = AUTO_ATT if getattr(model, "decoder", None) is not None else (0.0,)
     atts = sorted(att_weights)
     rescore = any(a > 0 for a in atts)
     if any(a < 0 for a in atts) or nbest < 1:

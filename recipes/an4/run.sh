@@ -148,13 +148,9 @@ if run_stage 5; then
   done
   # The LM weight and word bonus: a grid searched on dev only, then used unchanged on every set.
   if done_or "$exp/$tag/tune_lm_dev/.done"; then
-    att=$att_weights
-    if [ "$att" = auto ]; then  # the model's own config.yaml (written by asrtrain train): a weight > 0?
-      if grep -Eq '^  att_weight: 0*\.?0*[1-9]' "$exp/$tag/config.yaml"; then att=0,0.5,1,2; else att=0; fi
-    fi
     $asrtrain tune-lm "$exp/$tag" "$dump/dev" "$exp/$tag/tune_lm_dev" --lm "$exp/lm/lm.arpa" \
       --lm-weights "$lm_weights" --word-bonuses "$word_bonuses" --oov-penalties "$oov_penalties" \
-      --att-weights "$att"
+      --att-weights "$att_weights"
     touch "$exp/$tag/tune_lm_dev/.done"
   fi
   for part in $decode_sets; do

@@ -34,3 +34,11 @@ def test_rescoring_params_are_read_back_and_junk_is_named_by_line(tmp_path, line
     with pytest.raises(AsrError, match=key) as err:
         read_params(path)
     assert err.value.line == 4
+
+
+def test_att_grid_auto_and_numbers():
+    from asrtrain.decode.tune import parse_att_grid
+
+    assert parse_att_grid("auto") is None and parse_att_grid("1,0") == [1.0, 0.0]
+    with pytest.raises(AsrError, match="--att-weights"):
+        parse_att_grid("auto,1")
