@@ -28,7 +28,9 @@ def ids(configs):
 
 
 def spawn(learners, jobs):
-    run_learners(toyloop.train, jobs, learners=learners, backend="gloo", timeout_s=30)
+    # 120 s, not 30: the limit only ends a hung run, and 30 s was too short for the spawn and gloo's connect
+    # when the suite shared the 2 cores with a 32-learner benchmark (2026-11-27); a passing run never waits.
+    run_learners(toyloop.train, jobs, learners=learners, backend="gloo", timeout_s=120)
 
 
 @pytest.fixture(scope="module")
