@@ -171,8 +171,9 @@ def test_joint_training_runs_resumes_and_decodes_through_the_cli(tmp_path):
     grid = [line.split("\t") for line in (tuned / "grid.tsv").read_text().splitlines()]
     assert grid[0][3] == "att_rescore" and [g[2:4] for g in grid[1:]] == [["0", "0"], ["0", "1"], ["2", "0"],
                                                                            ["2", "1"]]
-    r = CliRunner().invoke(cli, ["tune-lm", str(tmp_path / "full"), str(dev), str(tmp_path / "auto"), "--lm", lm,
-                                 "--lm-weights", "0.5", "--word-bonuses", "0", "--nbest", "4", "--beam-size", "6"])
+    r = CliRunner().invoke(cli, ["tune-lm", str(tmp_path / "full"), str(dev), str(tmp_path / "auto"), "--lm",
+                                 lm, "--lm-weights", "0.5", "--word-bonuses", "0", "--nbest", "4",
+                                 "--beam-size", "6"])
     assert r.exit_code == 0, r.output  # --att-weights auto (the default): the model has a decoder
     rows = (tmp_path / "auto" / "grid.tsv").read_text().splitlines()[1:]
     assert [row.split("\t")[3] for row in rows] == ["0", "0.5", "1", "2"]
