@@ -20,9 +20,14 @@ from asrtrain.errors import AsrError
 Hyp = Tuple[List[int], List[int], float]
 
 
+def has_decoder(model) -> bool:
+    """Whether ``model`` was built with an attention decoder (``model.att_weight`` > 0)."""
+    return getattr(model, "decoder", None) is not None
+
+
 def check_rescorable(model, exp_dir: Path) -> None:
     """One line when the model has no attention decoder to rescore with."""
-    if getattr(model, "decoder", None) is None:
+    if not has_decoder(model):
         raise AsrError("attention rescoring needs a model trained with model.att_weight > 0 (this one has no "
                        "attention decoder)", Path(exp_dir) / "config.yaml",
                        fix="drop --att-rescore/--att-weights, or train with --set model.att_weight=0.3")

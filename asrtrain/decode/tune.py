@@ -88,7 +88,7 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     :data:`AUTO_ATT` if the model has an attention decoder, else 0)."""
     from asrtrain.data.table import read_table, write_table
     from asrtrain.decode.lexicon import Lexicon, lexicon_nbest
-    from asrtrain.decode.rescore import attention_scores, check_rescorable, pick
+    from asrtrain.decode.rescore import attention_scores, check_rescorable, has_decoder, pick
     from asrtrain.decode.run import check_features, check_spellable, load_model, log_probs_by_utt
     from asrtrain.lm.ngram import read_arpa
     from asrtrain.score.wer import Counts, count_words
@@ -106,7 +106,7 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     check_features(cfg, data_dir)
     beam = beam_size or cfg.decode.beam_size
     if att_weights is None:  # auto: the model says whether it has a decoder to rescore with
-        att_weights = AUTO_ATT if getattr(model, "decoder", None) is not None else (0.0,)
+        att_weights = AUTO_ATT if has_decoder(model) else (0.0,)
     atts = sorted(att_weights)
     rescore = any(a > 0 for a in atts)
     if any(a < 0 for a in atts) or nbest < 1:
