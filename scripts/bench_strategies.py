@@ -172,8 +172,14 @@ def largebatch_sizes(quick: bool, args) -> dict:
     """Part 4's sizes (issue 13): learners, base global batch, multiples, seeds, learning-rate rule."""
     base = args.lb_base or (750 if quick else 1000) * args.learners
     mult = args.lb_mult or ((1, 2) if quick else (1, 2, 3, 4))
+    names = args.lb_strategies or tuple(LB_STRATEGIES)
+    unknown = [k for k in names if k not in LB_STRATEGIES]
+    if unknown or "ssgd" not in names:
+        what = f"unknown {','.join(unknown)}" if unknown else "ssgd missing"
+        raise SystemExit(f"bench: --lb-strategies {','.join(names)}: {what} (fix: a subset of "
+                         f"{','.join(LB_STRATEGIES)} that holds ssgd, the table's reference)")
     return dict(lb_base=base, lb_mult=mult, learners=args.learners, lb_seeds=args.lb_seeds,
-                lr_rule=args.lr_rule, lb_reuse=args.lb_reuse)
+                lr_rule=args.lr_rule, lb_reuse=args.lb_reuse, lb_strategies=names)
 
 
 LB_STRATEGIES = {"ssgd": ("ssgd", []), "adpsgd-fixed": ("adpsgd", ["dist.averaging=fixed"]),
@@ -248,7 +254,8 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
     from asrtrain.distributed.topology import gap_row
 
     n, b, epochs, seeds = s["learners"], s["lb_base"], s["lb_epochs"], s["lb_seeds"]
-    names = [k for k in LB_STRATEGIES if n >= 4 or k != "adpsgd-random"]  # at 2 the only partner is fixed
+    names = [k for k in LB_STRATEGIES if k in s["lb_strategies"]
+             and (n >= 4 or k != "adpsgd-random")]  # at 2 the only partner is fixed
     print(f"== 4. large batch: {n} learners, global batch m x {b} frames (m in {s['lb_mult']}), {epochs} "
           f"epochs, seeds {seeds}, lr rule {s['lr_rule']}; learner-averaged model on dev", flush=True)
     base = common_sets(s) + [f"train.epochs={epochs}", f"dist.timeout_s={max(120, 20 * n)}",
@@ -338,6 +345,8 @@ def main() -> None:
     ap.add_argument("--lb-reuse", action="store_true",
                     help="large batch: read back finished runs in --work/runs (their curve.json, or evaluate "
                          "their checkpoints) instead of training them again; train only the missing ones")
+    ap.add_argument("--lb-strategies", type=lambda v: tuple(x.strip() for x in v.split(",")), default=None,
+                    help=f"large batch: which of {','.join(LB_STRATEGIES)} to run (default all; ssgd always)")
     ap.add_argument("--lr-rule", choices=("none", "sqrt", "linear"), default="none",
                     help="large batch: learning rate at m x B (none: the recipe's, as the README documents)")
     ap.add_argument("--hours", type=float, default=1.0, help="synthetic training speech (full run)")

@@ -45,3 +45,24 @@ def test_lb_reuse_names_the_settings_a_finished_run_was_not_trained_with(tmp_pat
     assert settings_changed(tmp_path, ["train.lr=5e-3"]) == []  # read as training reads it, not as YAML 1.1
     assert settings_changed(tmp_path, ["train.lr=0.00707107", "dist.averaging=random", "model.hidden=8"]) == [
         "train.lr=0.005 (asked 0.00707107)", "dist.averaging=fixed (asked random)", "model.hidden=None (asked 8)"]
+
+
+def test_lb_strategies_subset_keeps_ssgd_and_names_a_bad_one():
+    """--lb-strategies picks which large-batch runs train; SSGD stays (the table's ratios are to it)."""
+    import argparse
+
+    import pytest
+
+    from bench_strategies import largebatch_sizes
+
+    def sizes(v):
+        return largebatch_sizes(False, argparse.Namespace(
+            lb_base=5000, lb_mult=(1,), learners=16, lb_seeds=(1,), lr_rule="none", lb_reuse=False,
+            lb_strategies=v))
+
+    assert sizes(None)["lb_strategies"] == ("ssgd", "adpsgd-fixed", "adpsgd-random")
+    assert sizes(("ssgd",))["lb_strategies"] == ("ssgd",)
+    with pytest.raises(SystemExit, match="ssgd missing"):
+        sizes(("adpsgd-fixed",))
+    with pytest.raises(SystemExit, match="unknown adpsgd-rnd"):
+        sizes(("ssgd", "adpsgd-rnd"))
