@@ -347,7 +347,8 @@ def main() -> None:
                     help="large batch: read back finished runs in --work/runs (their curve.json, or evaluate "
                          "their checkpoints) instead of training them again; train only the missing ones")
     ap.add_argument("--lb-strategies", type=lambda v: tuple(x.strip() for x in v.split(",")), default=None,
-                    help=f"large batch: which of {','.join(LB_STRATEGIES)} to run (default all; must hold ssgd)")
+                    help=f"large batch: which of {','.join(LB_STRATEGIES)} to run (default all; must "
+                         "hold ssgd)")
     ap.add_argument("--lr-rule", choices=("none", "sqrt", "linear"), default="none",
                     help="large batch: learning rate at m x B (none: the recipe's, as the README documents)")
     ap.add_argument("--hours", type=float, default=1.0, help="synthetic training speech (full run)")
