@@ -325,10 +325,6 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
     fig.savefig(work / "largebatch.png", dpi=120)
     plt.close(fig)
     print(f"wrote {work / 'largebatch.png'} and {work / 'largebatch.md'}", flush=True)
-    top = s["lb_mult"][-1]
-    if "adpsgd-fixed" in names:  # --lb-strategies may leave it out
-        ratio = agg("adpsgd-fixed", top, "dev_loss")[0] / agg("ssgd", top, "dev_loss")[0]
-        results["largebatch_adpsgd_over_ssgd_at_max"] = ratio
 
 
 def main() -> None:
