@@ -47,8 +47,9 @@ def test_lb_reuse_names_the_settings_a_finished_run_was_not_trained_with(tmp_pat
         "train.lr=0.005 (asked 0.00707107)", "dist.averaging=fixed (asked random)", "model.hidden=None (asked 8)"]
 
 
-def test_lb_strategies_subset_keeps_ssgd_and_names_a_bad_one():
-    """--lb-strategies picks which large-batch runs train; SSGD stays (the table's ratios are to it)."""
+def test_lb_strategies_subset_and_a_bad_one():
+    """--lb-strategies picks which large-batch runs train (without SSGD the table has no ratios to it); a
+    bad or empty name gets one line with the fix."""
     import argparse
 
     import pytest
@@ -62,7 +63,8 @@ def test_lb_strategies_subset_keeps_ssgd_and_names_a_bad_one():
 
     assert sizes(None)["lb_strategies"] == ("ssgd", "adpsgd-fixed", "adpsgd-random")
     assert sizes(("ssgd",))["lb_strategies"] == ("ssgd",)
-    with pytest.raises(SystemExit, match="ssgd missing"):
-        sizes(("adpsgd-fixed",))
-    with pytest.raises(SystemExit, match="unknown adpsgd-rnd"):
+    assert sizes(("adpsgd-fixed",))["lb_strategies"] == ("adpsgd-fixed",)
+    with pytest.raises(SystemExit, match="unknown ''"):
+        sizes(("",))
+    with pytest.raises(SystemExit, match="unknown 'adpsgd-rnd'"):
         sizes(("ssgd", "adpsgd-rnd"))
