@@ -106,6 +106,11 @@ class ModelConfig:
     # attention.py): loss = (1 - w) CTC + w CE. Training only, decoding uses the CTC branch; 0 = off.
     att_weight: float = 0.0
     att_dim: int = 320  # the attention decoder's LSTM cells and attention size
+    # What turns feature frames into the first LSTM layer's input: "stack" (model.stack frames side by side,
+    # every model.subsample-th kept) or "conv" (two 3x3 convolutions of model.conv_channels channels, the
+    # second striding time by model.subsample; asrtrain/model/frontend.py). conv needs model.stack 1.
+    frontend: str = "stack"
+    conv_channels: int = 32
 
     def validate(self) -> None:
         _choice("model.loss", self.loss, ("ctc", "ce"))
@@ -117,6 +122,11 @@ class ModelConfig:
         if self.inter_ctc > 0 and (self.loss != "ctc" or self.num_layers < 2 or self.inter_ctc >= 1):
             raise AsrError(f"model.inter_ctc = {self.inter_ctc} needs model.loss ctc, at least 2 layers and "
                            "a weight below 1")
+        _choice("model.frontend", self.frontend, ("stack", "conv"))
+        if self.frontend == "conv" and (self.stack != 1 or self.conv_channels < 1):
+            raise AsrError(f"model.frontend conv subsamples by model.subsample itself: it needs "
+                           f"model.stack 1 (it is {self.stack}) and model.conv_channels >= 1 "
+                           f"(it is {self.conv_channels})")
         if self.subsample < 1 or self.stack < 1 or self.num_layers < 1 or self.hidden < 1:
             raise AsrError("model.stack, model.subsample, model.num_layers and model.hidden must be >= 1")
 

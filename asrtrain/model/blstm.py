@@ -1,4 +1,5 @@
-"""BLSTM acoustic model: frame stacking and subsampling, bidirectional LSTM layers, a CTC or CE head.
+"""BLSTM acoustic model: frame stacking and subsampling (or a conv front-end, :mod:`.frontend`),
+bidirectional LSTM layers, a CTC or CE head.
 
 Shapes: input ``(N, T, D)`` features, lengths ``(N,)``; output ``(N, T', V)`` log-probabilities with
 ``T' = ceil(T / subsample)``, lengths ``(N,)``.
@@ -132,7 +133,12 @@ class BLSTM(nn.Module):
             raise ValueError("ModelConfig.input_dim and num_targets must be set (from the data)")
         self.cfg = cfg
         self.layers = nn.ModuleList()
+        self.frontend = None
         in_dim = cfg.input_dim * cfg.stack
+        if cfg.frontend == "conv":
+            from asrtrain.model.frontend import ConvFrontend
+            self.frontend = ConvFrontend(cfg.input_dim, cfg.conv_channels, cfg.subsample)
+            in_dim = self.frontend.out_dim
         out_per_dir = cfg.proj if cfg.proj > 0 else cfg.hidden
         for _ in range(cfg.num_layers):
             self.layers.append(nn.LSTM(in_dim, cfg.hidden, batch_first=True, bidirectional=True,
@@ -178,7 +184,10 @@ class BLSTM(nn.Module):
     def encode(self, x: torch.Tensor, lengths: torch.Tensor, inter: bool = False):
         """The encoder's last states (N, T', 2 x out), their lengths (N,), and with ``inter`` the middle
         layer's states (else None): what the CTC head and the attention decoder read."""
-        h, lengths = stack_frames(x, lengths, self.cfg.stack, self.cfg.subsample)
+        if self.frontend is not None:
+            h, lengths = self.frontend(x, lengths)
+        else:
+            h, lengths = stack_frames(x, lengths, self.cfg.stack, self.cfg.subsample)
         cpu_lengths = lengths.cpu()
         fp32_rnn = rnn_outside_autocast(h)
         middle = None
