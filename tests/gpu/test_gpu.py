@@ -26,8 +26,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason="needs a CUDA GPU (run pytest -m gpu on a GPU machine)")]
 
 
-@pytest.mark.parametrize("att_weight", [0.0, 0.3])  # 0.3: joint CTC/attention (the decoder on CUDA too)
-def test_one_cuda_step_matches_the_cpu_step(tmp_path, att_weight):
+@pytest.mark.parametrize("att_weight, frontend", [(0.0, "stack"), (0.3, "stack"), (0.0, "conv")])
+def test_one_cuda_step_matches_the_cpu_step(tmp_path, att_weight, frontend):
+    """att_weight 0.3: joint CTC/attention (the decoder on CUDA too); conv: model.frontend conv."""
     from asrtrain.features.dataset import AsrDataset
     from asrtrain.train.loop import compute_loss
     from asrtrain.model.blstm import build_model
@@ -38,7 +39,8 @@ def test_one_cuda_step_matches_the_cpu_step(tmp_path, att_weight):
     batch.targets = torch.randint(1, 20, (len(batch.utts), 4))
     batch.target_lens = torch.full((len(batch.utts),), 4)
     cfg = ModelConfig(input_dim=13, num_targets=20, num_layers=2, hidden=32, subsample=2, dropout=0.0,
-                      att_weight=att_weight, att_dim=16)
+                      att_weight=att_weight, att_dim=16, frontend=frontend,
+                      stack=1 if frontend == "conv" else 3)
     torch.manual_seed(0)
     cpu = build_model(cfg)
     gpu = build_model(cfg)
