@@ -37,7 +37,7 @@ class ConvFrontend(nn.Module):
         self.conv1 = nn.Conv2d(1, channels, 3, stride=(1, 2), padding=(1, 0))
         self.conv2 = nn.Conv2d(channels, channels, 3, stride=(subsample, 2), padding=(1, 0))
         self.out_dim = channels * bins
-        for conv in (self.conv1, self.conv2):  # He init: the LSTM gets unit-scale inputs, as from stacking
+        for conv in (self.conv1, self.conv2):  # He init: unit-scale outputs for unit-scale (CMVN) inputs (rms 1.02)
             nn.init.kaiming_normal_(conv.weight, nonlinearity="relu")
             nn.init.zeros_(conv.bias)
 
@@ -45,9 +45,9 @@ class ConvFrontend(nn.Module):
         """``x`` (N, T, D), ``lengths`` (N,) -> (N, T', C x F2), lengths (N,); T' = ceil(T / subsample)."""
         n, t, _ = x.shape
         valid = torch.arange(t, device=x.device).unsqueeze(0) < lengths.to(x.device).unsqueeze(1)  # (N, T)
-        h = (x * valid.unsqueeze(-1).to(x.dtype)).unsqueeze(1)  # (N, 1, T, D)
+        h = x.masked_fill(~valid.unsqueeze(-1), 0.0).unsqueeze(1)  # (N, 1, T, D)
         h = F.relu(self.conv1(h))  # (N, C, T, F1)
-        h = h * valid[:, None, :, None].to(h.dtype)
+        h = h.masked_fill(~valid[:, None, :, None], 0.0)
         h = F.relu(self.conv2(h))  # (N, C, T', F2)
         h = h.permute(0, 2, 1, 3).reshape(n, h.shape[2], -1)
         out_lengths = torch.div(lengths + self.subsample - 1, self.subsample, rounding_mode="floor")
