@@ -37,7 +37,7 @@ class ConvFrontend(nn.Module):
         self.conv1 = nn.Conv2d(1, channels, 3, stride=(1, 2), padding=(1, 0))
         self.conv2 = nn.Conv2d(channels, channels, 3, stride=(subsample, 2), padding=(1, 0))
         self.out_dim = channels * bins
-        for conv in (self.conv1, self.conv2):  # He init: unit-scale outputs for unit-scale (CMVN) inputs (rms 1.02)
+        for conv in (self.conv1, self.conv2):  # He init: unit-scale outputs for CMVN inputs (rms 1.02)
             nn.init.kaiming_normal_(conv.weight, nonlinearity="relu")
             nn.init.zeros_(conv.bias)
 
