@@ -39,6 +39,7 @@ bench: install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_train.py
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_rnn.py
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_att.py
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_att.py --compare frontend
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_features.py
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_strategies.py
 
