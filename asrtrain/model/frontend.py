@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from asrtrain.errors import AsrError
+
 
 def conv_out_bins(input_dim: int) -> int:
     """Frequency bins left after the two stride-2, kernel-3 convolutions (< 1 when ``input_dim`` < 7)."""
@@ -32,7 +34,8 @@ class ConvFrontend(nn.Module):
         super().__init__()
         bins = conv_out_bins(input_dim)
         if bins < 1:
-            raise ValueError(f"model.frontend conv needs at least 7 feature bins (the data has {input_dim})")
+            raise AsrError(f"model.frontend conv needs at least 7 feature bins (the data has {input_dim})",
+                           fix="use model.frontend=stack for features this narrow")
         self.subsample = subsample
         self.conv1 = nn.Conv2d(1, channels, 3, stride=(1, 2), padding=(1, 0))
         self.conv2 = nn.Conv2d(channels, channels, 3, stride=(subsample, 2), padding=(1, 0))

@@ -62,7 +62,7 @@ def test_the_config_refuses_what_it_cannot_do(sets, match):
 
 
 def test_too_few_bins_is_refused():
-    with pytest.raises(ValueError, match="at least 7 feature bins"):
+    with pytest.raises(AsrError, match="at least 7 feature bins"):
         ConvFrontend(6, 4, 2)
 
 
