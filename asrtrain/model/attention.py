@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from asrtrain.model.masks import valid_frames
+
 
 def _wide(x: torch.Tensor) -> torch.Tensor:
     """``x`` in float32 where autocast made it fp16/bf16 (softmax and loss in full precision)."""
@@ -57,7 +59,7 @@ class AttentionDecoder(nn.Module):
         n, t, _ = enc.shape
         s = int(target_lens.max()) if n else 0
         device = enc.device
-        valid = torch.arange(t, device=device)[None, :] < enc_lens.to(device)[:, None]  # (N, T)
+        valid = valid_frames(enc_lens, t, device)  # (N, T)
         keys = self.enc_proj(enc)  # (N, T, A), once per utterance
         pos = torch.arange(s + 1, device=device)[None, :]
         lens = target_lens.to(device)[:, None]

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from asrtrain.errors import AsrError
+from asrtrain.model.masks import valid_frames
 
 
 def conv_out_bins(input_dim: int) -> int:
@@ -47,7 +48,7 @@ class ConvFrontend(nn.Module):
     def forward(self, x: torch.Tensor, lengths: torch.Tensor):
         """``x`` (N, T, D), ``lengths`` (N,) -> (N, T', C x F2), lengths (N,); T' = ceil(T / subsample)."""
         n, t, _ = x.shape
-        valid = torch.arange(t, device=x.device).unsqueeze(0) < lengths.to(x.device).unsqueeze(1)  # (N, T)
+        valid = valid_frames(lengths, t, x.device)  # (N, T)
         h = x.masked_fill(~valid.unsqueeze(-1), 0.0).unsqueeze(1)  # (N, 1, T, D)
         h = F.relu(self.conv1(h))  # (N, C, T, F1)
         h = h.masked_fill(~valid[:, None, :, None], 0.0)

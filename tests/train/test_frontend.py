@@ -119,3 +119,12 @@ def test_a_conv_model_trains_and_decodes_through_the_cli(tmp_path):
     r = CliRunner().invoke(cli, ["decode", str(tmp_path / "exp"), str(dev), str(tmp_path / "dec")])
     assert r.exit_code == 0, r.output
     assert len((tmp_path / "dec" / "text").read_text().splitlines()) == 4
+
+
+def test_valid_frames_marks_each_utterances_own_frames():
+    from asrtrain.model.masks import valid_frames
+
+    got = valid_frames(torch.tensor([3, 0, 5]), 5)
+    assert got.dtype == torch.bool and got.tolist() == [
+        [True, True, True, False, False], [False] * 5, [True] * 5]
+    assert valid_frames(torch.tensor([2]), 4, torch.device("cpu")).tolist() == [[True, True, False, False]]
