@@ -25,6 +25,16 @@ def test_a_tie_keeps_the_variant_listed_first():
     assert an4_sweep.pick_winner(["d3", "base"], res) == "d3"
 
 
+def test_a_bar_fixed_beforehand_replaces_the_recipe_to_beat():
+    # the conv rule: choice 11's recorded 10.49 minus 0.17
+    res = {"conv": entry(10.32), "wide": entry(10.2), "deep": entry(10.4),
+           "big": entry(9.0, complete=False)}
+    # at the bar is enough, and the first variant is a candidate like any other
+    assert an4_sweep.pick_winner(["conv"], res, 10.32) == "conv"
+    assert an4_sweep.pick_winner(["conv", "wide", "deep"], res, 10.32) == "wide"
+    assert an4_sweep.pick_winner(["deep", "big"], res, 10.32) is None  # above the bar, or unfinished
+
+
 def test_no_complete_variant_means_no_winner():
     assert an4_sweep.pick_winner(["a"], {"a": entry(0, complete=False)}) is None
 
@@ -60,3 +70,44 @@ def test_missing_data_dir_is_one_line_naming_the_file(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match=r"nope/train/wav.scp not found; give --data"):
         an4_sweep.main()
     assert not (tmp_path / "w").exists()
+
+
+def test_pack_carries_the_same_samples_as_flac_and_the_sweep_finds_them(tmp_path):
+    import soundfile as sf
+
+    import an4_pack
+    from an4_fixture import make_an4
+    from asrtrain.corpora.an4 import prepare_an4
+    from asrtrain.data.audio import load_audio
+
+    data = tmp_path / "data"
+    prepare_an4(make_an4(tmp_path / "an4"), data, dev_utts=2)
+    sys.argv = ["an4_pack.py", str(data), str(tmp_path / "pack")]
+    an4_pack.main()
+    for part in ("train", "dev", "test"):
+        src = dict(ln.split(" ", 1) for ln in (data / part / "wav.scp").read_text().splitlines())
+        packed = (tmp_path / "pack/data" / part / "wav.scp").read_text().splitlines()
+        got = dict(ln.split(" ", 1) for ln in packed)
+        assert got.keys() == src.keys() and all(v == f"@FLAC@/{k}.flac" for k, v in got.items())
+        assert (tmp_path / "pack/data" / part / "text").read_text() == (data / part / "text").read_text()
+        for utt, path in src.items():
+            flac, rate = sf.read(tmp_path / "pack/flac" / f"{utt}.flac", dtype="int16")
+            sph, sph_rate = sf.read(path, dtype="int16")
+            assert rate == sph_rate and (flac == sph).all()
+    # an entry with @FLAC@ resolved as the sweep does it is audio the toolkit reads
+    path = (tmp_path / "pack/data/dev/wav.scp").read_text().splitlines()[0].split(" ", 1)[1]
+    samples, rate = load_audio(path.replace("@FLAC@", str((tmp_path / "pack/flac").resolve())))
+    assert rate == 16000 and samples.numel() > 0
+
+
+def test_pack_refuses_a_pipe_naming_the_line(tmp_path, capsys):
+    import an4_pack
+
+    for part in ("train", "dev", "test"):
+        (tmp_path / "data" / part).mkdir(parents=True)
+        (tmp_path / "data" / part / "wav.scp").write_text("a-1 sph2pipe -f wav x.sph |\n")
+    sys.argv = ["an4_pack.py", str(tmp_path / "data"), str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as exc:
+        an4_pack.main()
+    msg = str(exc.value)
+    assert "\n" not in msg and "wav.scp:1:" in msg and "not an audio file" in msg
