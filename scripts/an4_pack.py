@@ -25,6 +25,9 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from asrtrain.data.table import read_table_lines, write_table
+from asrtrain.errors import AsrError
+
 PARTS = ("train", "dev", "test")
 
 
@@ -35,36 +38,36 @@ def fail(msg: str) -> None:
 def pack_part(src: Path, dst: Path, flac: Path) -> tuple[int, int]:
     """Copy one data dir to ``dst`` with its audio as FLAC under ``flac``; (utterances, FLAC bytes)."""
     dst.mkdir(parents=True, exist_ok=True)
-    lines, nbytes = [], 0
+    rows, nbytes = [], 0
     scp = src / "wav.scp"
-    for n, line in enumerate(scp.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        utt, _, path = line.strip().partition(" ")
-        path = path.strip()
+    for n, utt, path in read_table_lines(scp):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", utt):
-            fail(f"{scp}:{n}: utterance id {utt!r} cannot be a file name; keep ids to letters, digits, '_.-'")
+            raise AsrError(f"utterance id {utt!r} cannot be a file name", scp, n,
+                           fix="keep ids to letters, digits, '_', '.', '-'")
         if not path or path.endswith("|") or not Path(path).is_file():
-            fail(f"{scp}:{n}: {path!r} is not an audio file on disk; pack the data dirs "
-                 "`asrtrain prepare an4` wrote (plain .sph paths)")
+            raise AsrError(f"{path!r} is not an audio file on disk", scp, n,
+                           fix="pack the data dirs `asrtrain prepare an4` wrote (plain .sph paths)")
         try:
             samples, rate = sf.read(path, dtype="int16")
         except (RuntimeError, sf.LibsndfileError) as err:
-            fail(f"{scp}:{n}: cannot read {path} ({err}); check the file or re-extract the corpus")
+            raise AsrError(f"cannot read {path} ({err})", scp, n,
+                           fix="check the file or re-extract the corpus") from None
         out = flac / f"{utt}.flac"
         tmp = out.with_suffix(".flac.tmp")
         sf.write(tmp, samples, rate, format="FLAC", subtype="PCM_16")
         back, back_rate = sf.read(tmp, dtype="int16")
         if back_rate != rate or not np.array_equal(back, samples):
-            fail(f"{scp}:{n}: {out} does not read back as {path}'s samples; nothing was kept")
+            tmp.unlink()
+            raise AsrError(f"{out} does not read back as {path}'s samples; nothing was kept", scp, n,
+                           fix="check libsndfile's FLAC support (python -m soundfile)")
         os.replace(tmp, out)
         nbytes += out.stat().st_size
-        lines.append(f"{utt} @FLAC@/{utt}.flac")
+        rows.append((utt, f"@FLAC@/{utt}.flac"))
     for f in src.iterdir():
         if f.is_file() and f.name != "wav.scp":
             shutil.copy(f, dst / f.name)
-    (dst / "wav.scp").write_text("\n".join(lines) + "\n")
-    return len(lines), nbytes
+    write_table(dst / "wav.scp", rows, sort=False)  # the source's order, which Kaldi's sort already is
+    return len(rows), nbytes
 
 
 def main() -> None:
@@ -80,7 +83,10 @@ def main() -> None:
     flac.mkdir(parents=True, exist_ok=True)
     total = 0
     for part in PARTS:
-        utts, nbytes = pack_part(args.data / part, args.out / "data" / part, flac)
+        try:
+            utts, nbytes = pack_part(args.data / part, args.out / "data" / part, flac)
+        except AsrError as err:  # one line naming the wav.scp line and the fix
+            fail(str(err))
         total += nbytes
         print(f"{part}: {utts} utterances, {nbytes / 2**20:.1f} MiB of FLAC", flush=True)
     print(f"an4_pack: {total / 2**20:.1f} MiB of FLAC in {flac}; run an4_sweep.py with --data "

@@ -72,7 +72,7 @@ def test_missing_data_dir_is_one_line_naming_the_file(tmp_path, monkeypatch):
     assert not (tmp_path / "w").exists()
 
 
-def test_pack_carries_the_same_samples_as_flac_and_the_sweep_finds_them(tmp_path):
+def test_pack_carries_the_same_samples_as_flac_and_the_sweep_finds_them(tmp_path, monkeypatch):
     import soundfile as sf
 
     import an4_pack
@@ -82,7 +82,7 @@ def test_pack_carries_the_same_samples_as_flac_and_the_sweep_finds_them(tmp_path
 
     data = tmp_path / "data"
     prepare_an4(make_an4(tmp_path / "an4"), data, dev_utts=2)
-    sys.argv = ["an4_pack.py", str(data), str(tmp_path / "pack")]
+    monkeypatch.setattr(sys, "argv", ["an4_pack.py", str(data), str(tmp_path / "pack")])
     an4_pack.main()
     for part in ("train", "dev", "test"):
         src = dict(ln.split(" ", 1) for ln in (data / part / "wav.scp").read_text().splitlines())
@@ -100,13 +100,13 @@ def test_pack_carries_the_same_samples_as_flac_and_the_sweep_finds_them(tmp_path
     assert rate == 16000 and samples.numel() > 0
 
 
-def test_pack_refuses_a_pipe_naming_the_line(tmp_path, capsys):
+def test_pack_refuses_a_pipe_naming_the_line(tmp_path, monkeypatch):
     import an4_pack
 
     for part in ("train", "dev", "test"):
         (tmp_path / "data" / part).mkdir(parents=True)
         (tmp_path / "data" / part / "wav.scp").write_text("a-1 sph2pipe -f wav x.sph |\n")
-    sys.argv = ["an4_pack.py", str(tmp_path / "data"), str(tmp_path / "out")]
+    monkeypatch.setattr(sys, "argv", ["an4_pack.py", str(tmp_path / "data"), str(tmp_path / "out")])
     with pytest.raises(SystemExit) as exc:
         an4_pack.main()
     msg = str(exc.value)
