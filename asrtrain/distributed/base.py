@@ -42,11 +42,29 @@ batch and member ``m`` of the group takes the ``m``-th of ``group_size`` slices.
 
 from __future__ import annotations
 
+import datetime
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
+
+# The default group's timeout (``dist.timeout_s``), set by the launcher before any group is made.
+_group_timeout: Optional[datetime.timedelta] = None
+
+
+def set_group_timeout(timeout: Optional[datetime.timedelta]) -> None:
+    global _group_timeout
+    _group_timeout = timeout
+
+
+def new_group(ranks: Sequence[int], backend: Optional[str] = None):
+    """``dist.new_group`` with the default group's timeout. torch gives a group made without one its
+    backend's default (gloo 30 min, NCCL 10 min), not the world's: an NCCL job's host group and every
+    H-ADPSGD group would wait 30 min where ``dist.timeout_s`` says 60 s."""
+    import torch.distributed as dist
+
+    return dist.new_group(list(ranks), backend=backend, timeout=_group_timeout)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from asrtrain.distributed.adpsgd import GOSSIP_TIMEOUT, GossipState
-from asrtrain.distributed.base import Partition
+from asrtrain.distributed.base import Partition, new_group
 from asrtrain.distributed.comm import average_over_learners, check_gossip_size, consensus_distance, \
     flat_copy, set_flat_
 from asrtrain.distributed.ssgd import broadcast_params, ddp_sum
@@ -65,12 +65,12 @@ class HADPSGD(GossipState):
         # All process groups are created here, in the main thread, by every rank, before any thread:
         # the groups' own (NCCL on GPUs) for gradients and broadcasts, their host twins (gloo) for the
         # counts, the host world group, and the leaders' gloo gossip ring.
-        groups = [dist.new_group(list(range(k * self.M, (k + 1) * self.M))) for k in range(self.G)]
+        groups = [new_group(range(k * self.M, (k + 1) * self.M)) for k in range(self.G)]
         self.group = groups[self.g]
         self._make_host_group()
         self.count_group = self.group
         if self.host_group is not None:
-            host_groups = [dist.new_group(list(range(k * self.M, (k + 1) * self.M)), backend="gloo")
+            host_groups = [new_group(range(k * self.M, (k + 1) * self.M), backend="gloo")
                            for k in range(self.G)]
             self.count_group = host_groups[self.g]
         leaders = [k * self.M for k in range(self.G)]

@@ -254,6 +254,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
     """Body of one learner: bind its device, join the group, watch the peers, run ``fn``, report one
     line on error."""
     from asrtrain.device import bind_device, resolve_device, shares_gpu
+    from asrtrain.distributed.base import set_group_timeout
 
     if not in_process:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -276,6 +277,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         os._exit(1)
     bind_device(device)  # before any process group: NCCL's communicator is made for this GPU
     tmo = datetime.timedelta(seconds=timeout_s)
+    set_group_timeout(tmo)  # the strategies' own groups wait as long as the default one
     if store_addr is None:  # torchrun / srun: the env:// rendezvous
         dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size, timeout=tmo)
         host, port = os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT", "29500"))

@@ -15,7 +15,7 @@ from typing import Dict, List
 import torch
 import torch.distributed as dist
 
-from asrtrain.distributed.base import Partition, Strategy
+from asrtrain.distributed.base import Partition, Strategy, new_group
 
 
 class Collective(Strategy):
@@ -34,7 +34,7 @@ class Collective(Strategy):
     def _make_host_group(self) -> None:
         """Create the gloo world group (every learner, in the main thread, in the same order)."""
         if dist.get_backend() != "gloo":
-            self.host_group = dist.new_group(list(range(self.world_size)), backend="gloo")
+            self.host_group = new_group(range(self.world_size), backend="gloo")
 
     def _setup_world(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """Set-up shared by the strategies in which every learner reads a slice of every global batch:

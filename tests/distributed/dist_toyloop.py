@@ -89,6 +89,8 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
     t_start = time.perf_counter()
     strategy.setup(model, optimizer)
     net = strategy.wrap(model)
+    timeouts = {name: group_timeout_s(g) for name in ("group", "host_group", "count_group")
+                if (g := getattr(strategy, name, None)) is not None}
     initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
     identical_ok = True
     slow = strategy.slowdown
@@ -126,8 +128,14 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
     metrics["loop_s"] = loop_s
     strategy.close()
     torch.save({"initial": initial, "before_final": before_final, "final": after, "metrics": metrics,
-                "identical_ok": identical_ok, "slowdown": slow, "state": strategy.state_dict()},
+                "identical_ok": identical_ok, "slowdown": slow, "state": strategy.state_dict(),
+                "group_timeouts": timeouts},
                out / f"rank{rank}.pt")
+
+
+def group_timeout_s(group) -> float:
+    """The collective timeout of a process group, in seconds (torch keeps it in its backend's options)."""
+    return group._get_backend(torch.device("cpu")).options._timeout.total_seconds()
 
 
 def group_identical(model, strategy) -> bool:
@@ -148,6 +156,8 @@ def single_reference(args: ToyArgs):
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     strategy.setup(model, optimizer)
     net = strategy.wrap(model)
+    timeouts = {name: group_timeout_s(g) for name in ("group", "host_group", "count_group")
+                if (g := getattr(strategy, name, None)) is not None}
     for step, (x, y) in enumerate(my_batches(strategy, args)):
         strategy.before_step(step)
         optimizer.zero_grad()

@@ -131,6 +131,13 @@ def test_hadpsgd_group_members_identical_after_every_step(four, i):
     assert res[0]["metrics"]["exchanges"] > 0 and "exchanges" not in res[1]["metrics"]
 
 
+def test_hadpsgd_groups_wait_as_long_as_the_default_group(four):
+    """Every group H-ADPSGD makes (the sync group, its host twin) has dist.timeout_s (120 s here), not
+    torch's default for a new group (gloo: 30 min), so a stuck group member fails the job in time."""
+    for rank in four["hier0"]:
+        assert rank["group_timeouts"] and set(rank["group_timeouts"].values()) == {120.0}, rank["group_timeouts"]
+
+
 def test_hadpsgd_zero_gradients_conserve_the_mean(four):
     """lr 0: the leaders' gossip brings all 4 learners to the mean of the two groups' initial weights."""
     res = four["hiermean"]
