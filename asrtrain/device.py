@@ -73,6 +73,15 @@ def bind_device(device: torch.device) -> None:
         torch.cuda.set_device(device)
 
 
+def bind_thread(device: Optional[torch.device]) -> None:
+    """Make ``device`` the calling thread's current CUDA device (nothing for the CPU). The current device is
+    per thread and a new thread starts on GPU 0 whatever its process's is, so a helper thread that touches
+    CUDA (pinned memory, an event) would open a second context on GPU 0 for every learner of a node; torch's
+    DataLoader binds its pin-memory thread the same way. Call it first in every thread that may touch CUDA."""
+    if device is not None and device.type == "cuda":
+        torch.cuda.set_device(device)
+
+
 def autocast(device: torch.device, precision: str):
     """The forward pass's autocast context (a no-op for fp32)."""
     if precision == "fp32":

@@ -46,6 +46,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
+from asrtrain.device import bind_thread
 from asrtrain.distributed.weights import make_weights
 from asrtrain.errors import AsrError
 
@@ -101,6 +102,7 @@ class Gossip:
         # (fl(a - b) = -fl(b - a)), and folds keep their rounding, so averaging conserves the learners'
         # sum to the rounding of ``delta + increment``.
         self.weights = make_weights(params)
+        self.device = params[0].device
         self.msg_dtype = self.weights.dtype
         self.size = sum(p.numel() for p in params)
         self._pending = False
@@ -257,6 +259,7 @@ class Gossip:
 
     def _run(self) -> None:
         try:
+            bind_thread(self.device)  # its CUDA events and copies belong to this learner's GPU, not GPU 0
             if self.active:
                 self._run_active()
             else:

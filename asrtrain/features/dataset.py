@@ -147,10 +147,15 @@ class AsrDataset:
 
 
 def prefetch(dataset: AsrDataset, batches: Sequence[Sequence[str]], depth: int = 2,
-             pin: bool = False) -> Iterator[Batch]:
+             device: Optional[torch.device] = None) -> Iterator[Batch]:
     """Collate batches on a background thread, ``depth`` ahead of the consumer (reading and padding
-    overlap with compute; the order and content are unchanged, so resume is unaffected). With ``pin``
-    (a GPU learner), batches are collated into pinned host memory on that thread."""
+    overlap with compute; the order and content are unchanged, so resume is unaffected). For a GPU
+    ``device`` (the learner's), batches are collated into pinned host memory on that thread, which is
+    bound to the learner's GPU first (:func:`asrtrain.device.bind_thread`)."""
+    from asrtrain.device import bind_thread
+
+    pin = device is not None and device.type == "cuda"
+
     def make(b):
         batch = dataset.collate(b)
         return batch.pin() if pin else batch
@@ -164,6 +169,7 @@ def prefetch(dataset: AsrDataset, batches: Sequence[Sequence[str]], depth: int =
 
     def work():
         try:
+            bind_thread(device)
             for b in batches:
                 if stop.is_set():
                     return

@@ -164,7 +164,7 @@ def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, sour
     loss_sum, count_sum = 0.0, 0
     gen = torch.Generator()
     todo = source.batches(state.epoch, state.batch_index)
-    for batch in prefetch(data, todo, source.prefetch_depth, pin=learner.device.type == "cuda"):
+    for batch in prefetch(data, todo, source.prefetch_depth, device=learner.device):
         lr = lr_at(source.schedule_step(state.step), cfg.train, total_steps)
         set_lr(optimizer, lr)
         strategy.before_step(state.step)
@@ -254,7 +254,7 @@ def compute_validation_loss(learner: Learner, strategy: Strategy, data: AsrDatas
     loss_sum = torch.zeros((), dtype=torch.float64, device=learner.device)
     count = 0
     for batch in prefetch(data, make_batches({u: data.lengths[u] for u in utts}, spec, 0),
-                          pin=learner.device.type == "cuda"):
+                          device=learner.device):
         loss, n = compute_loss(model, batch.to(learner.device), cfg.model.loss, learner.precision)
         loss_sum += loss.double()
         count += n

@@ -129,8 +129,17 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
     strategy.close()
     torch.save({"initial": initial, "before_final": before_final, "final": after, "metrics": metrics,
                 "identical_ok": identical_ok, "slowdown": slow, "state": strategy.state_dict(),
-                "group_timeouts": timeouts},
+                "group_timeouts": timeouts, "foreign_gpus": foreign_gpu_contexts(device)},
                out / f"rank{rank}.pt")
+
+
+def foreign_gpu_contexts(device: torch.device) -> List[int]:
+    """The GPUs other than this learner's on which this process holds a CUDA context (a helper thread that
+    touched CUDA without binding its device opens one on GPU 0)."""
+    if device.type != "cuda":
+        return []
+    return [i for i in range(torch.cuda.device_count())
+            if i != device.index and torch._C._cuda_hasPrimaryContext(i)]
 
 
 def group_timeout_s(group) -> float:

@@ -160,6 +160,46 @@ def test_ssgd_over_nccl_equals_one_learner(tmp_path):
         torch.testing.assert_close(r["final"], single, rtol=0, atol=1e-10)
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (one per learner)")
+def test_adpsgd_over_nccl_one_gpu_each_conserves_the_sum_and_leaves_gpu0_alone(tmp_path):
+    """ADPSGD with NCCL as the default group, a GPU per learner: lr 0 and different initial weights end
+    exactly at the initial mean, and learner 1's gossip thread (CUDA events, pinned copies) opened no
+    context on GPU 0."""
+    from asrtrain.distributed.launch import run_learners
+
+    jobs = [toyloop.ToyArgs(str(tmp_path / f"j{d}"),
+                            DistConfig(strategy="adpsgd", learners=2, delay_by_one=bool(d)),
+                            zero_grad=True, distinct_init=True, num_batches=2 * 60, batch=2, device="cuda")
+            for d in (0, 1)]
+    run_learners(toyloop.train, jobs, learners=2, timeout_s=60, device="cuda")
+    for job in jobs:
+        res = toyloop.load(job.out, 2)
+        mean = torch.stack([r["initial"] for r in res]).mean(0)
+        for r in res:
+            assert r["metrics"]["exchanges"] > 0
+            torch.testing.assert_close(r["final"], mean, rtol=0, atol=1e-6)
+        assert res[1]["foreign_gpus"] == [], res[1]["foreign_gpus"]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (whether a thread opens a context on "
+                                                          "GPU 0 shows only from another GPU)")
+def test_prefetch_pins_batches_without_touching_gpu0(tmp_path):
+    """In a fresh process bound to cuda:1, the prefetch thread pins batches and no context opens on GPU 0."""
+    import subprocess
+
+    feats = make_feat_dir(tmp_path / "f", 6)
+    code = (f"import torch\nfrom asrtrain.device import bind_device\n"
+            f"from asrtrain.features.dataset import AsrDataset, prefetch\n"
+            f"dev = torch.device('cuda', 1)\nbind_device(dev)\n"
+            f"ds = AsrDataset({str(feats)!r}, 1)\n"
+            f"out = list(prefetch(ds, [[u] for u in sorted(ds.lengths)], device=dev))\n"
+            f"assert out and all(b.feats.is_pinned() for b in out)\n"
+            f"print('gpu0', torch._C._cuda_hasPrimaryContext(0))\n")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert "gpu0 False" in got.stdout
+
+
 def test_checkpoint_snapshot_copies_cuda_tensors_to_the_host():
     """The background writer's snapshot of a CUDA LSTM (cuDNN's weights are views of one flat buffer):
     host tensors, equal to the device's, unaffected by later steps, storages shared as on the device."""
