@@ -3,7 +3,8 @@
 Device (``train.device`` or ``--device``):
 
 - ``auto``: ``cuda:LOCAL_RANK`` when CUDA is available, else the CPU;
-- ``cuda``: ``cuda:LOCAL_RANK`` (an error without CUDA, or with more learners on a node than GPUs);
+- ``cuda``: ``cuda:LOCAL_RANK`` (an error without CUDA, or with more learners on a node than GPUs); under
+  Slurm a task that sees exactly one GPU (``srun --gpus-per-task=1``) uses it, whatever its local rank;
 - ``cuda:N``: GPU N for every learner of the node (learners may share a GPU: their default process group is
   then gloo, since NCCL refuses two ranks on one GPU);
 - ``cpu``.
@@ -54,10 +55,19 @@ def resolve_device(spec: str) -> torch.device:
                        f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})",
                        fix="use --device cpu (or auto), or install a CUDA build of torch")
     count = torch.cuda.device_count()
-    index = int(spec[5:]) if spec.startswith("cuda:") else local_rank()
+    if spec.startswith("cuda:"):
+        index = int(spec[5:])
+    else:
+        index = local_rank()
+        if count == 1 and "SLURM_PROCID" in os.environ:
+            # srun --gpus-per-task=1 (or --gpu-bind=single:1) shows each task its own GPU as device 0
+            # while SLURM_LOCALID counts the tasks of the node: that one GPU is this learner's.
+            index = 0
     if index >= count:
-        raise AsrError(f"learner needs cuda:{index} but this node has {count} GPU(s)",
-                       fix=f"run at most {count} learners per node, or share one GPU with --device cuda:0")
+        raise AsrError(f"learner needs cuda:{index} but this process sees {count} GPU(s) "
+                       f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})",
+                       fix=f"run at most {count} learners per node, give each Slurm task its own GPU "
+                           f"(srun --gpus-per-task=1), or share one GPU with --device cuda:0")
     return torch.device("cuda", index)
 
 

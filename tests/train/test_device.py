@@ -37,6 +37,27 @@ def test_device_specs():
     assert load_config(None, ["train.device=cuda:1"]).train.device == "cuda:1"
 
 
+def test_cuda_means_the_local_ranks_gpu_or_the_one_slurm_bound_to_the_task(monkeypatch):
+    """(CUDA faked: only device objects are made.) Under torchrun every process sees the node's GPUs and
+    takes cuda:LOCAL_RANK; under srun --gpus-per-task=1 each task sees one GPU, device 0, whatever its
+    local rank; too few GPUs otherwise is one line naming what the process sees."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("SLURM_PROCID", raising=False)
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert resolve_device("cuda") == torch.device("cuda", 2)
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(AsrError, match="needs cuda:2 but this process sees 1 GPU") as info:
+        resolve_device("cuda")
+    assert "\n" not in str(info.value) and "--gpus-per-task=1" in str(info.value)
+    monkeypatch.setenv("SLURM_PROCID", "6")
+    assert resolve_device("cuda") == torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # two GPUs per task: LOCAL_RANK decides
+    with pytest.raises(AsrError, match="needs cuda:2"):
+        resolve_device("cuda")
+
+
 def test_backend_follows_the_device():
     from asrtrain.distributed.launch import resolve_backend
 
