@@ -202,7 +202,8 @@ def step_or_skip(learner: Learner, strategy: Strategy, loss: torch.Tensor, t, st
     """Clip and take the optimizer step, unless the loss or the (all-reduced) gradients are not finite.
 
     Non-finite numbers are caught where they enter the weights: such a step is skipped with a warning
-    and counted (in a sync group every member sees the same reduced gradients, so all skip together;
+    and counted (in a sync group every member sees the same reduced gradients, so all skip together,
+    and a member's own non-finite loss does not make it skip alone;
     under fp16 the gradient scaler skips overflowed steps itself and lowers its scale).
     ``train.max_bad_steps`` skipped steps in a row stop training with an error. Returns the batch's
     summed loss, or None when the step was skipped. (One host sync per step: the loss and the norm.)
@@ -213,7 +214,11 @@ def step_or_skip(learner: Learner, strategy: Strategy, loss: torch.Tensor, t, st
     grads = [p.grad for p in params]
     norm = torch.nn.utils.get_total_norm(grads)
     loss_value, norm_value = torch.stack([loss.detach().float(), norm.detach().float().to(loss.device)]).tolist()
-    finite = math.isfinite(loss_value) and math.isfinite(norm_value)
+    loss_ok = math.isfinite(loss_value)
+    # A sync group's members step together or not at all, so there the all-reduced norm alone decides:
+    # were one member's own loss to decide, it would skip while the others step, and the replicas part.
+    in_sync_group = strategy.partition().group_size > 1
+    finite = math.isfinite(norm_value) and (loss_ok or in_sync_group)
     if finite and t.grad_clip > 0:
         clip_coef = t.grad_clip / (norm_value + 1e-6)  # torch's clip_grad_norm_ coefficient, clamped at 1
         if clip_coef < 1.0:
@@ -225,6 +230,10 @@ def step_or_skip(learner: Learner, strategy: Strategy, loss: torch.Tensor, t, st
     strategy.apply_step(learner.stepper)
     if finite:
         learner.bad_steps = 0
+        if not loss_ok:
+            log.warning("learner %d step %d: loss is %s here but the group's gradients are finite: the step "
+                        "is taken with the group, the loss not counted", strategy.rank, step, loss_value)
+            return None
         return loss_value
     learner.bad_steps += 1
     what = "loss" if not math.isfinite(loss_value) else "gradient norm"

@@ -229,6 +229,33 @@ def test_non_finite_steps_are_skipped_counted_and_stop_training():
             step_or_skip(learner, Strategy(), torch.tensor(float("inf")), t, 3 + k)
 
 
+def test_in_a_sync_group_the_reduced_gradients_alone_decide_the_skip():
+    """SSGD / H-ADPSGD members hold the same all-reduced gradients: one member's own non-finite loss must
+    not make it skip a step the others take (the replicas would part). Its loss is not counted."""
+    from asrtrain.distributed.base import Partition, Strategy
+    from asrtrain.train.loop import Learner, step_or_skip
+
+    class Member(Strategy):
+        def partition(self):
+            return Partition(group=0, num_groups=1, member=1, group_size=2)
+
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    learner = Learner(model, model, opt, ScaledStep(opt, None), torch.device("cpu"), "fp32")
+    t = load_config(None, []).train
+    for strategy, steps in ((Strategy(), False), (Member(), True)):
+        before = model.weight.detach().clone()
+        model.weight.grad = torch.ones_like(model.weight)
+        model.bias.grad = torch.zeros_like(model.bias)
+        assert step_or_skip(learner, strategy, torch.tensor(float("nan")), t, 0) is None
+        assert (not torch.equal(model.weight, before)) == steps
+    assert learner.bad_steps == 0
+    model.weight.grad = torch.full_like(model.weight, float("inf"))  # the group's gradients: all skip
+    before = model.weight.detach().clone()
+    assert step_or_skip(learner, Member(), torch.tensor(1.0), t, 1) is None
+    assert torch.equal(model.weight, before) and learner.bad_steps == 1
+
+
 @pytest.mark.parametrize("scale", [0.01, 100.0])
 def test_clipping_matches_torch_clip_grad_norm(scale):
     """step_or_skip scales the gradients only when their norm exceeds train.grad_clip; the update is
