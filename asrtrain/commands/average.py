@@ -18,8 +18,15 @@ import click
 def average(exp_dir: Path, k: int, out: Optional[Path], device: str) -> None:
     """Average the (learner-averaged) models of the last K epoch checkpoints into a model file."""
     from asrtrain.device import resolve_device
+    from asrtrain.errors import AsrError
     from asrtrain.train.checkpoint import average_last, save_checked
 
+    if k < 1:
+        raise AsrError(f"--last {k}: must be >= 1 (the number of epoch checkpoints to average)",
+                       fix="e.g. --last 3")
     path = out or exp_dir / "final.pt"
+    if path.is_dir():
+        raise AsrError("is a directory; --out must be a model file name", path,
+                       fix=f"give a file name, e.g. --out {path / 'final.pt'}")
     save_checked({"model": average_last(exp_dir, k, resolve_device(device)), "averaged": k}, path)
     click.echo(str(path))

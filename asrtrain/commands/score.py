@@ -35,6 +35,9 @@ def score(ref, hyp, stm, ctm, hyp_text, segments, r2fc, glm, hesitations, utt2sp
     --ctm HYP.ctm, or --hyp-text HYP --segments SEG --reco2file-and-channel R2FC; prints the
     Switchboard, CallHome and all lines.
     """
+    if out_dir is not None:
+        from asrtrain.score.report import check_report_name
+        check_report_name(name)
     if stm is None:
         if ref is None or hyp is None or ctm or hyp_text:
             raise AsrError("give REF HYP (text mode) or --stm with --ctm/--hyp-text (Hub5 mode)",

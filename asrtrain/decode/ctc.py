@@ -11,6 +11,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from asrtrain.decode.tune import check_search
+
 NEG_INF = -math.inf
 
 
@@ -46,6 +48,7 @@ def prefix_beam_search(log_probs: np.ndarray, beam: int = 8, blank: int = 0, pru
     that repeated tokens separated by a blank are distinct from a held token. Per frame only tokens
     whose log-probability is above ``prune`` (and the ``beam`` best) are expanded.
     """
+    check_search(beam)
     T, V = log_probs.shape
     # prefix -> (pb, pnb, frames)
     beams: Dict[Tuple[int, ...], Tuple[float, float, Tuple[int, ...]]] = {(): (0.0, NEG_INF, ())}

@@ -27,6 +27,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from asrtrain.decode.ctc import NEG_INF, log_add
+from asrtrain.decode.tune import check_search
 
 WORD_START = "\u2581"
 
@@ -73,6 +74,7 @@ def lexicon_nbest(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: int = 
     first, each ``(tokens, frames, score)`` with its words finished and ``</s>`` scored; distinct token
     sequences (two spellings of the same words are two entries). When every hypothesis ends inside a word,
     the one best as it is (its score without the unfinished word)."""
+    check_search(beam)
     begin = lm.begin_state() if lm is not None else ()
     beams: Dict[Tuple[int, ...], _Hyp] = {(): _Hyp(0.0, NEG_INF, (), 0.0, begin, "")}
     word_cache: Dict[Tuple[tuple, str], Tuple[float, tuple]] = {}

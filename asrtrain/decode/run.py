@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from asrtrain.config import Config, load_config, to_dict
-from asrtrain.decode.tune import NBEST
+from asrtrain.decode.tune import NBEST, check_search
 from asrtrain.data.table import read_table, write_table
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_write_text
@@ -37,6 +37,9 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
         raise AsrError("not an exp dir (no config.yaml)", exp_dir, fix="train with asrtrain train --exp-dir")
     cfg = load_config(cfg_path)
     path = Path(checkpoint) if checkpoint else exp_dir / "final.pt"
+    if path.is_dir():
+        raise AsrError("is a directory, not a model file", path,
+                       fix="pass a model file, e.g. EXP/final.pt or EXP/checkpoints/epoch-0003.rank0.pt")
     if not path.is_file():
         raise AsrError("model file not found", path, fix="finish training, or run asrtrain average EXP")
     where = resolve_device(device)
@@ -53,6 +56,46 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
                        path, fix="decode with the exp dir the model was trained in") from None
     model.eval()
     return cfg, model
+
+
+def check_out_dir(data_dir: Path, out_dir: Path) -> None:
+    """Refuse an OUT_DIR that is DATA_DIR (by resolved path): its ``text`` would replace the references."""
+    if Path(out_dir).resolve() == Path(data_dir).resolve():
+        raise AsrError("OUT_DIR must differ from DATA_DIR (its text would replace the reference transcripts)",
+                       out_dir, fix="give a new output directory")
+
+
+def check_out_ark(data_dir: Path, out_ark: Path) -> None:
+    """Refuse an OUT_ARK (or its .scp) that is a directory, lies inside DATA_DIR, or is a file that
+    DATA_DIR's feats.scp or cmvn.scp points into: writing it would destroy the features being read."""
+    out_ark = Path(out_ark)
+    scp = out_ark.with_suffix(".scp")
+    for p in (out_ark, scp):
+        if p.is_dir():
+            raise AsrError("is a directory; OUT_ARK (and its .scp) must be file names", p,
+                           fix="give a file name, e.g. DIR/loglikes.ark")
+    data = Path(data_dir).resolve()
+    inputs = set()
+    for name in ("feats.scp", "cmvn.scp"):
+        try:
+            lines = (data / name).read_text(errors="replace").splitlines()
+        except OSError:
+            continue  # a missing or unreadable table is named by the feature reader
+        for ln in lines:
+            fields = ln.split(None, 1)
+            if len(fields) == 2:
+                target = fields[1].strip()
+                head, sep, tail = target.rpartition(":")
+                inputs.add(Path(head if sep and tail.isdigit() else target).resolve())
+    for p in (out_ark, scp):
+        r = p.resolve()
+        if r in inputs or r == data or data in r.parents:
+            raise AsrError(f"OUT_ARK must not overwrite DATA_DIR's features ({r} is "
+                           f"{'read by its scp' if r in inputs else 'inside DATA_DIR'})", p,
+                           fix="write the log-likelihoods outside DATA_DIR, e.g. EXP/loglikes.ark")
+    if scp == out_ark:
+        raise AsrError("OUT_ARK ends in .scp, the name of its index", out_ark,
+                       fix="give an archive name, e.g. loglikes.ark")
 
 
 # How input audio was admitted, not what the features are: an exp dir from before resampling became
@@ -116,15 +159,18 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     from asrtrain.decode.ctm import ctm_lines, words_with_times
     from asrtrain.text.tokenizer import Tokenizer
 
+    check_out_dir(data_dir, out_dir)
+    check_search(beam_size, lm_weight, word_bonus)
     cfg, model = load_model(exp_dir, checkpoint, device)
     if cfg.model.loss != "ctc":
         raise AsrError("this model was trained with CE targets; decode it with Kaldi",
                        Path(exp_dir) / "config.yaml", fix="use asrtrain forward, then latgen-faster-mapped")
     check_features(cfg, data_dir)
     method = "lexicon" if (lm or words) else (method or cfg.decode.method)
-    beam = beam_size or cfg.decode.beam_size
+    beam = cfg.decode.beam_size if beam_size is None else beam_size
     lm_weight = cfg.decode.lm_weight if lm_weight is None else lm_weight
     word_bonus = cfg.decode.word_bonus if word_bonus is None else word_bonus
+    check_search(beam, lm_weight, word_bonus)
     tok = Tokenizer(Path(exp_dir) / "tokenizer.model")
     engine = engine or cfg.decode.engine
     if oov_penalty is not None and method != "lexicon":
@@ -291,6 +337,7 @@ def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[P
 
     from asrtrain.model.priors import read_priors
 
+    check_out_ark(data_dir, out_ark)
     cfg, model = load_model(exp_dir, checkpoint, device)
     check_features(cfg, data_dir)
     log_priors = np.log(read_priors(Path(exp_dir) / "priors.txt")).astype(np.float32) \
@@ -301,14 +348,18 @@ def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[P
     scp = out_ark.with_suffix(".scp")
     tmp_scp = scp.with_name(scp.name + ".tmp")
     n = 0
-    with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
-        for utt, lp in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames):
-            writer(utt, lp - log_priors if log_priors is not None else lp)
-            n += 1
-    # The scp names the temp ark; point it at the final name, then move both into place.
-    text = tmp_scp.read_text().replace(str(tmp_ark), str(out_ark))
-    tmp_ark.replace(out_ark)
-    atomic_write_text(scp, text)
-    tmp_scp.unlink(missing_ok=True)
+    try:
+        with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
+            for utt, lp in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames):
+                writer(utt, lp - log_priors if log_priors is not None else lp)
+                n += 1
+        # The scp names the temp ark; point it at the final name, then move both into place.
+        text = tmp_scp.read_text().replace(str(tmp_ark), str(out_ark))
+        tmp_ark.replace(out_ark)
+        atomic_write_text(scp, text)
+    finally:  # a failed write leaves no temp files behind
+        for tmp in (tmp_ark, tmp_scp):
+            if not tmp.is_dir():
+                tmp.unlink(missing_ok=True)
     log.info("wrote %d utterances of log-likelihoods to %s", n, out_ark)
     return n

@@ -71,6 +71,19 @@ def parse_att_grid(value: str) -> Optional[List[float]]:
     return None if value.strip() == AUTO else parse_grid(value, "--att-weights")
 
 
+def check_search(beam: Optional[int] = None, lm_weight: Optional[float] = None,
+                 word_bonus: Optional[float] = None) -> None:
+    """Refuse a beam below 1 (the searches would find nothing, or never end) and a non-finite LM weight or
+    word bonus (every hypothesis would score NaN or infinity); None is not given. One line each, whether
+    the value came from an option, --params or the exp config's decode section."""
+    if beam is not None and (isinstance(beam, bool) or int(beam) != beam or beam < 1):
+        raise AsrError(f"beam size {beam} must be an integer >= 1", fix="pass --beam-size 1 or more, e.g. 8")
+    for what, option, value in (("LM weight", "--lm-weight", lm_weight),
+                                ("word bonus", "--word-bonus", word_bonus)):
+        if value is not None and not math.isfinite(value):
+            raise AsrError(f"{what} {value} is not finite", fix=f"give a finite {option}, e.g. {option} 1.0")
+
+
 def oov_text(penalty: Optional[float]) -> str:
     return CLOSED if penalty is None else f"{penalty:g}"
 
@@ -94,7 +107,11 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     from asrtrain.score.wer import Counts, count_words
     from asrtrain.text.tokenizer import Tokenizer
 
+    from asrtrain.decode.run import check_out_dir
+
     data_dir, out_dir = Path(data_dir), Path(out_dir)
+    check_out_dir(data_dir, out_dir)
+    check_search(beam_size)
     ref_path = Path(ref) if ref else data_dir / "text"
     if not ref_path.is_file():
         raise AsrError("no reference transcripts to tune on", ref_path,
@@ -104,7 +121,8 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     if cfg.model.loss != "ctc":
         raise AsrError("tune-lm needs a CTC model", Path(exp_dir) / "config.yaml", fix="use Kaldi's scoring for CE models")
     check_features(cfg, data_dir)
-    beam = beam_size or cfg.decode.beam_size
+    beam = cfg.decode.beam_size if beam_size is None else beam_size
+    check_search(beam)
     if att_weights is None:  # auto: the model says whether it has a decoder to rescore with
         att_weights = AUTO_ATT if has_decoder(model) else (0.0,)
     atts = sorted(att_weights)
@@ -178,8 +196,9 @@ def read_params(path: Path) -> Dict[str, Optional[float]]:
         if key not in data:
             raise AsrError(f"no '{key}' in the decoding parameters", path, fix="pass the best.yaml of asrtrain tune-lm")
         value = data[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise AsrError(f"'{key}' must be a number, not {value!r}", path, lines.get(key), fix="pass the best.yaml of asrtrain tune-lm")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise AsrError(f"'{key}' must be a finite number, not {value!r}", path, lines.get(key),
+                           fix="pass the best.yaml of asrtrain tune-lm")
         out[key] = value
     if int(out["beam_size"]) != out["beam_size"] or out["beam_size"] < 1:
         raise AsrError(f"'beam_size' must be a positive integer, not {out['beam_size']}", path,

@@ -13,6 +13,7 @@ before the first ``-``, or if there is none before the first ``_``, or the whole
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -114,6 +115,9 @@ def read_text_pair(ref_path: Union[str, Path], hyp_path: Union[str, Path]
                    ) -> Tuple[Dict[str, List[str]], Dict[str, List[str]]]:
     """The words of each utterance of a REF and a HYP ``text`` file; a HYP id not in REF is an error."""
     ref = _read_text(ref_path)
+    if not ref:
+        raise AsrError("the reference has no utterances: there is nothing to score", ref_path,
+                       fix="score against the text of the decoded data dir")
     hyp = _read_text(hyp_path)
     extra = [u for u in hyp if u not in ref]
     if extra:
@@ -172,8 +176,16 @@ def score_text(ref_path: Union[str, Path], hyp_path: Union[str, Path], name: Opt
     return total
 
 
+def check_report_name(name: Optional[str]) -> None:
+    """Refuse a report NAME that is not a plain file name: NAME.pra and NAME.sys must land in OUT_DIR."""
+    if name and ("/" in name or os.sep in name or name in (".", "..")):
+        raise AsrError(f"--name {name!r} must be a plain file name (no path separator or '..'): "
+                       "the reports are written as OUT_DIR/NAME.pra and NAME.sys", fix="e.g. --name test_wer")
+
+
 def write_reports(out_dir: Path, name: str, scored: List[Scored], lines: Dict[str, Counts]) -> None:
     """Write NAME.pra, NAME.sys (per-speaker totals) and wer_summary (one %WER line per entry)."""
+    check_report_name(name)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_pra(out_dir / f"{name}.pra", scored, name)
     atomic_write_text(out_dir / f"{name}.sys", sys_table(per_speaker(scored), total_of(scored), name))

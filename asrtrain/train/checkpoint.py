@@ -210,8 +210,12 @@ def epoch_checkpoints(exp_dir: Path) -> List[Path]:
 
 def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -> Dict[str, torch.Tensor]:
     """Average the ``avg_model`` of the last ``k`` epoch checkpoints (floating tensors only), summing on
-    ``device`` (default the CPU); the result is on the host."""
-    paths = epoch_checkpoints(exp_dir)[-max(1, k):]
+    ``device`` (default the CPU); the result is on the host. Models of different shapes (checkpoints of
+    two runs) are refused, naming both files."""
+    if k < 1:
+        raise AsrError(f"cannot average the last {k} checkpoints", ckpt_dir(exp_dir),
+                       fix="give --last 1 or more")
+    paths = epoch_checkpoints(exp_dir)[-k:]
     if not paths:
         raise AsrError("no epoch checkpoints to average", ckpt_dir(exp_dir), fix="train first")
     total: Dict[str, torch.Tensor] = {}
@@ -221,6 +225,8 @@ def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -
             raise AsrError("epoch checkpoint without the learner-averaged model (avg_model)", p,
                            fix="average epoch checkpoints written by asrtrain train")
         state = payload["avg_model"]
+        if total:
+            _check_same_model(paths[0], total, p, state)
         for name, t in state.items():
             if name not in total:
                 total[name] = t.clone().double() if t.is_floating_point() else t.clone()
@@ -229,3 +235,18 @@ def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -
     out = {n: ((t / len(paths)).float() if t.is_floating_point() else t).cpu() for n, t in total.items()}
     log.info("averaged %d checkpoints: %s", len(paths), ", ".join(p.name for p in paths))
     return out
+
+
+def _check_same_model(first: Path, total: Dict[str, torch.Tensor], path: Path, state: Dict[str, Any]) -> None:
+    """Refuse averaging ``path``'s model into ``first``'s unless they have the same keys and shapes."""
+    fix = "average epoch checkpoints of one training run (one model config), or fewer with --last"
+    extra = sorted(set(total) ^ set(state))
+    if extra:
+        where = first.name if extra[0] in total else path.name
+        raise AsrError(f"the models of {first.name} and {path.name} differ: '{extra[0]}' is only in {where}",
+                       path, fix=fix)
+    for name, t in state.items():
+        if tuple(t.shape) != tuple(total[name].shape):
+            raise AsrError(f"the models of {first.name} and {path.name} differ: '{name}' has shape "
+                           f"{list(total[name].shape)} in the first, {list(t.shape)} in the second", path,
+                           fix=fix)
