@@ -69,6 +69,10 @@ class FeatureConfig:
         if window < 2:
             _fail("features.frame_length", f"features.frame_length = {self.frame_length} ms is {window} "
                   f"samples at {self.sample_rate} Hz", "give a frame of at least 2 samples, e.g. 25 ms")
+        shift = int(self.sample_rate * self.frame_shift / 1000)
+        if shift < 1:
+            _fail("features.frame_shift", f"features.frame_shift = {self.frame_shift} ms is shorter than one "
+                  f"sample at {self.sample_rate} Hz", "give milliseconds, e.g. 10")
         fft_bins = (1 << (window - 1).bit_length() if self.round_to_power_of_two else window) // 2
         _range("features.num_mel_bins", self.num_mel_bins, lo=3, hi=fft_bins,
                fix=f"Kaldi needs 3 .. {fft_bins} bins for a {self.frame_length} ms frame at "
@@ -127,8 +131,11 @@ class ModelConfig:
             raise AsrError(f"model.frontend conv subsamples by model.subsample itself: it needs "
                            f"model.stack 1 (it is {self.stack}) and model.conv_channels >= 1 "
                            f"(it is {self.conv_channels})")
-        if self.subsample < 1 or self.stack < 1 or self.num_layers < 1 or self.hidden < 1:
-            raise AsrError("model.stack, model.subsample, model.num_layers and model.hidden must be >= 1")
+        for name in ("stack", "subsample", "num_layers", "hidden"):
+            _range(f"model.{name}", getattr(self, name), lo=1)
+        _range("model.proj", self.proj, lo=0, fix="0 means no projection")
+        _range("model.dropout", self.dropout, lo=0, hi=1, hi_open=True,
+               fix="give the probability of zeroing a unit, e.g. 0.1 (0 = off)")
 
 
 @dataclass(frozen=True)
@@ -185,8 +192,28 @@ class TrainConfig:
         check_device_spec(self.device)
         _choice("train.precision", self.precision, PRECISIONS)
         _choice("train.anneal", self.anneal, ("exp", "cosine", "none"))
-        if self.epochs < 1 or self.max_frames < 1:
-            raise AsrError("train.epochs and train.max_frames must be >= 1")
+        for name in ("epochs", "max_frames"):
+            if getattr(self, name) < 1:
+                _fail(f"train.{name}", f"train.epochs and train.max_frames must be >= 1 "
+                      f"(train.{name} = {getattr(self, name)})")
+        _range("train.lr", self.lr, lo=0, fix="give the peak learning rate, e.g. 1e-3")
+        _range("train.min_lr", self.min_lr, lo=0, fix="give the schedule's floor, e.g. 1e-5 (0 = none)")
+        _range("train.anneal_factor", self.anneal_factor, lo=0, hi=1, lo_open=True,
+               fix="give the factor the rate is multiplied by every anneal_every_steps, e.g. 0.5")
+        _range("train.anneal_every_steps", self.anneal_every_steps, lo=1)
+        _range("train.momentum", self.momentum, lo=0, hi=1, hi_open=True, fix="e.g. train.momentum=0.9")
+        _range("train.weight_decay", self.weight_decay, lo=0, fix="e.g. 0 (off) or 1e-4")
+        _range("train.warmup_steps", self.warmup_steps, lo=0, fix="0 means no warm-up")
+        _range("train.grad_clip", self.grad_clip, lo=0, fix="give a gradient norm bound, e.g. 5 (0 = off)")
+        _range("train.max_utts", self.max_utts, lo=1, fix="give the most utterances per batch, e.g. 256")
+        _range("train.bucket_width", self.bucket_width, lo=1)
+        _range("train.threads", self.threads, lo=0, fix="0 means the cores shared among the learners")
+        _range("train.checkpoint_every_steps", self.checkpoint_every_steps, lo=0,
+               fix="0 means only at the end of each epoch")
+        _range("train.keep_checkpoints", self.keep_checkpoints, lo=1)
+        _range("train.average_last", self.average_last, lo=1, fix="1 means no averaging")
+        _range("train.log_every_steps", self.log_every_steps, lo=1)
+        _range("train.max_bad_steps", self.max_bad_steps, lo=1)
         _choice("train.balance", self.balance, ("static", "dynamic"))
         if self.balance == "dynamic" and self.checkpoint_every_steps > 0:
             raise AsrError("train.balance=dynamic cannot checkpoint mid-epoch (learners' positions differ)",
@@ -269,6 +296,8 @@ class DecodeConfig:
         _choice("decode.engine", self.engine, ("ours", "flashlight"))
         _range("decode.beam_size", self.beam_size, lo=1)
         _range("decode.batch_frames", self.batch_frames, lo=1)
+        _range("decode.lm_weight", self.lm_weight, fix="give a finite weight, e.g. 1.0")
+        _range("decode.word_bonus", self.word_bonus, fix="give a finite bonus, e.g. 4.0")
 
 
 @dataclass(frozen=True)
@@ -313,7 +342,8 @@ def _range(name: str, value, lo=None, hi=None, lo_open: bool = False, hi_open: b
         bounds = " and ".join(b for b in (
             None if lo is None else f"{'>' if lo_open else '>='} {lo:g}",
             None if hi is None else f"{'<' if hi_open else '<='} {hi:g}") if b)
-        _fail(name, f"{name} = {value!r} must be {bounds}", fix or f"set {name} within range")
+        _fail(name, f"{name} = {value!r} must be {bounds or 'a finite number'}",
+              fix or f"set {name} within range")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -27,11 +27,16 @@ def validate(data_dir: Path, no_audio: bool) -> None:
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.option("--no-audio", is_flag=True, help="Do not drop recordings whose audio file is missing.")
 def fix(data_dir: Path, no_audio: bool) -> None:
-    """Repair DATA_DIR in place as fix_data_dir.sh does (originals kept in DATA_DIR/.backup)."""
+    """Repair DATA_DIR in place as fix_data_dir.sh does.
+
+    The replaced files are kept in DATA_DIR/.backup; a later fix never overwrites it (unlike
+    fix_data_dir.sh) but keeps its own in DATA_DIR/.backup.1, .backup.2, ... A fix that would drop every
+    utterance is an error and leaves DATA_DIR as it was.
+    """
     from asrtrain.data.validate import fix as run
     report = run(data_dir, audio=not no_audio)
     click.echo(f"{data_dir}: {report.utts_in} utterances in, {report.utts_out} out; "
-               f"report in {report.report_path}")
+               f"report in {report.report_path}; replaced files kept in {report.backup_path}")
 
 
 @data.command(short_help="Write a subset (subset_data_dir.sh).")
@@ -43,7 +48,8 @@ def fix(data_dir: Path, no_audio: bool) -> None:
 @click.option("--first", type=int, help="Keep the first N utterances (sorted order).")
 @click.option("--last", type=int, help="Keep the last N utterances (sorted order).")
 def subset(data_dir: Path, out_dir: Path, utt_list, spk_list, first, last) -> None:
-    """Write a subset of DATA_DIR to OUT_DIR (subset_data_dir.sh); give exactly one selector."""
+    """Write a subset of DATA_DIR to OUT_DIR (subset_data_dir.sh); give exactly one selector. OUT_DIR must
+    differ from DATA_DIR, and a selection of no utterances is an error."""
     from asrtrain.data.subsets import subset as run
     d = run(data_dir, out_dir, utt_list=utt_list, first=first, last=last, spk_list=spk_list)
     click.echo(f"{out_dir}: {len(d.utt2spk)} utterances")

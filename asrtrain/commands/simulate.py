@@ -6,11 +6,58 @@ option replaces one of its numbers. The figures are predictions of a model, not 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import click
+
+from asrtrain.errors import AsrError
+
+#: The most learners simulated: the event simulation's time and memory grow with the count
+#: (16384: ~30 s, 0.7 GB; the published cluster had 64).
+MAX_LEARNERS = 16384
+#: Options that must be positive finite numbers, and those that may also be 0.
+_POSITIVE = ("step_s", "batches", "params", "bytes_per_param", "slow_factor", "learners_per_node",
+             "intra_gbps", "inter_gbit")
+_NON_NEGATIVE = ("spread", "slow_learners", "intra_latency_us", "inter_latency_us", "exchange_overhead_ms",
+                 "fold_ms", "cores_per_node", "exchange_cpu_ms", "oversub_overhead")
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _check_options(over: dict, max_learners: int, epochs: int) -> None:
+    """Refuse numbers the model cannot use (zero bandwidth, NaN step time, ...) before simulating."""
+    for names, positive in ((_POSITIVE, True), (_NON_NEGATIVE, False)):
+        for name in names:
+            value = over.get(name)
+            if value is None or (math.isfinite(value) and (value > 0 if positive else value >= 0)):
+                continue
+            kind = "positive" if positive else "non-negative"
+            raise AsrError(f"{_option(name)} {value!r} must be a {kind} finite number",
+                           fix=f"give {_option(name)} a {kind} value, or leave it out for the default")
+    if not 1 <= max_learners <= MAX_LEARNERS:
+        raise AsrError(f"--max-learners {max_learners} must be 1 .. {MAX_LEARNERS} (the simulation's time "
+                       "and memory grow with the learner count)", fix="e.g. --max-learners 1024")
+    if epochs < 1:
+        raise AsrError(f"--epochs {epochs} must be >= 1", fix="give the epochs of the run, e.g. --epochs 16")
+
+
+def _learner_counts(text: str) -> List[int]:
+    """``--learners 1,2,4`` as integers, each 1 .. MAX_LEARNERS."""
+    out = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        if not (item.isdigit() and 1 <= int(item) <= MAX_LEARNERS):
+            raise AsrError(f"--learners: {item!r} is not a learner count 1 .. {MAX_LEARNERS} (the "
+                           "simulation's time and memory grow with the count)",
+                           fix="give comma-separated counts, e.g. 1,2,4,8")
+        out.append(int(item))
+    return out
 
 
 @click.command()
@@ -52,8 +99,10 @@ def simulate(strategies: str, learners: str, max_learners: int, balance: str, pl
              epochs: int, **over) -> None:
     """Print time per epoch, speed-up, MB sent per learner and staleness; optionally plot the speed-up."""
     from asrtrain.distributed import simreport as sr
-    from asrtrain.distributed.simulate import Link, parse_plan, sweep
+    from asrtrain.distributed.simulate import Link, parse_plan, single_epoch_s, sweep
 
+    _check_options(over, max_learners, epochs)
+    ns = _learner_counts(learners) or sr.powers_of_two(max_learners)
     w, c = sr.published_v100()
     wf = {k: over[k] for k in ("step_s", "batches", "params", "bytes_per_param", "spread", "slow_factor",
                                "slow_learners") if over[k] is not None}
@@ -70,7 +119,6 @@ def simulate(strategies: str, learners: str, max_learners: int, balance: str, pl
                 cores_per_node=over["cores_per_node"] or 0,
                 exchange_cpu_s=(over["exchange_cpu_ms"] or 0.0) * 1e-3,
                 oversub_overhead=over["oversub_overhead"] or 0.0)
-    ns = [int(x) for x in learners.split(",") if x.strip()] or sr.powers_of_two(max_learners)
     plans = [parse_plan(s, balance) for s in strategies.split(",") if s.strip()]
     results = sweep(plans, ns, w, c)
     click.echo(f"# predictions (a model, not measurements): step {w.step_s:.4g} s, "
@@ -78,7 +126,7 @@ def simulate(strategies: str, learners: str, max_learners: int, balance: str, pl
                f"{w.model_bytes / 1e6:.1f} MB model, {c.learners_per_node} learners/node"
                + (f", {c.cores_per_node} shared cores/node" if c.cores_per_node else ""))
     click.echo(sr.table(results))
-    one = results[0].epoch_s / results[0].speedup if results else 0.0
+    one = single_epoch_s(w)
     click.echo(f"# one learner: {one:.1f} s per epoch, {epochs * one / 3600:.1f} h for {epochs} epochs")
     if plot_path:
         sr.plot_speedup(results, plot_path, f"predicted speed-up, step {w.step_s:.3g} s, "

@@ -38,6 +38,9 @@ def subset(path: PathLike, out: PathLike, *, utt_list: Optional[PathLike] = None
     chosen = [x is not None for x in (utt_list, first, last, spk_list)]
     if sum(chosen) != 1:
         raise AsrError("give exactly one of --utt-list, --first, --last, --spk-list")
+    if Path(out).resolve() == Path(path).resolve():
+        raise AsrError("OUT_DIR must differ from DATA_DIR (the subset would replace the data dir)", out,
+                       fix="give a new output directory")
     data = validate(path, audio=False)
     utts = data.utts
     if utt_list is not None:
@@ -58,6 +61,11 @@ def subset(path: PathLike, out: PathLike, *, utt_list: Optional[PathLike] = None
     if missing:
         log.warning("subset: %d listed ids are not in %s (e.g. '%s')", len(missing), path, missing[0])
     result = data.subset(sel)
+    if not result.utt2spk:
+        given = (("utt-list", utt_list), ("spk-list", spk_list), ("first", first), ("last", last))
+        selector = next(f"--{name} {value}" for name, value in given if value is not None)
+        raise AsrError(f"{selector} selects none of the {len(utts)} utterances of {path}: nothing to "
+                       "write", fix="list ids that are in the data dir, or ask for N >= 1")
     out = Path(out)
     write_datadir(result, out)
     _copy_descriptive(Path(path), out)

@@ -7,6 +7,7 @@ raises the first as an :class:`AsrError`; :func:`fix` drops what cannot be kept 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ def find_problems(path: PathLike, audio: bool = True) -> List[Problem]:
                                         f"{FIX} regenerates spk2utt from utt2spk"))
                 break
     problems += _cross_check(path, tables, lines)
+    problems += _value_problems(path)
     if audio and "wav.scp" in tables:
         problems += _audio_problems(path, tables, lines)
     return problems
@@ -89,6 +91,41 @@ def _cross_check(path: Path, tables: Dict[str, dict], lines) -> List[Problem]:
                 problems.append(Problem(str(path / "wav.scp"), lines["wav.scp"].get(rec),
                                         f"recording '{rec}' is not in reco2file_and_channel",
                                         f"add it there, or {FIX} drops it", _utts_of(rec, tables)))
+    return problems
+
+
+#: Files whose value validate_data_dir.sh checks: the durations must be positive numbers, the gender m or f.
+DURATION_FILES = ("utt2dur", "reco2dur")
+
+
+def _value_problems(path: Path) -> List[Problem]:
+    """Bad ``utt2dur`` / ``reco2dur`` durations and ``spk2gender`` genders (the first of each file)."""
+    problems: List[Problem] = []
+    for name in DURATION_FILES + ("spk2gender",):
+        if not (path / name).is_file():
+            continue
+        try:
+            rows = read_table_lines(path / name)
+        except AsrError as err:
+            problems.append(Problem(str(path / name), err.line, err.message, err.fix or ""))
+            continue
+        for no, key, value in rows:
+            if name == "spk2gender":
+                if value.strip() in ("m", "f"):
+                    continue
+                message = f"gender {value.strip()!r} of speaker '{key}' is not m or f"
+                fix = "write '<spk-id> m' or '<spk-id> f' (validate_data_dir.sh refuses anything else)"
+            else:
+                try:
+                    ok = len(value.split()) == 1 and math.isfinite(float(value)) and float(value) > 0
+                except ValueError:
+                    ok = False
+                if ok:
+                    continue
+                message = f"duration {value.strip()!r} of '{key}' is not a positive number of seconds"
+                fix = f"correct it, or delete {name} (it only caches the audio's lengths)"
+            problems.append(Problem(str(path / name), no, message, fix))
+            break
     return problems
 
 
@@ -176,12 +213,23 @@ def validate(path: PathLike, audio: bool = True) -> DataDir:
 # ---------------------------------------------------------------------------------------------------------
 # fix
 
+def backup_dir(path: Path) -> Path:
+    """Where :func:`fix` keeps the files it replaces: ``DIR/.backup`` the first time, then
+    ``DIR/.backup.1``, ``.backup.2``, ... so an earlier backup (the true originals) is never overwritten."""
+    out, n = path / ".backup", 0
+    while out.exists():
+        n += 1
+        out = path / f".backup.{n}"
+    return out
+
+
 @dataclass
 class FixReport:
     utts_in: int
     utts_out: int
     dropped: List[Tuple[str, str]]  # (id, reason)
     report_path: Optional[Path] = None
+    backup_path: Optional[Path] = None  # where the replaced files were kept
 
 
 def fix(path: PathLike, audio: bool = True) -> FixReport:
@@ -190,7 +238,9 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
     Sorts every file, keeps the first of duplicate ids, drops utterances that are not in every file (or
     have an empty transcript, a malformed record, a missing audio file or a segment outside the
     recording), keeps only recordings and speakers still used, and regenerates spk2utt. The original
-    files go to ``DIR/.backup/``; ``DIR/fix_report.txt`` lists every dropped id and why.
+    files go to ``DIR/.backup/`` (a later fix to ``.backup.1``, ``.backup.2``, ...: :func:`backup_dir`);
+    ``DIR/fix_report.txt`` lists every dropped id and why. A fix that would drop every utterance raises
+    AsrError and leaves the dir as it was.
     Non-UTF-8 files cannot be repaired here and raise AsrError.
     """
     path = Path(path)
@@ -223,8 +273,13 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
         dropped += [(r, "wav.scp: recording has no utterances left")
                     for r in sorted(set(data.wav_scp) - set(fixed.wav_scp))]
     duplicates = [p for p in problems if p.message.startswith("duplicate id")]
-    backup = path / ".backup"
-    backup.mkdir(exist_ok=True)
+    if not keep:
+        first = dropped[0] if dropped else ("", "utt2spk is empty")
+        raise AsrError(f"fix would drop all {len(all_utts)} utterances (e.g. '{first[0]}': {first[1]}); "
+                       "the data dir is left as it was", path,
+                       fix="repair the files (asrtrain data validate DIR names the problems), then fix again")
+    backup = backup_dir(path)
+    backup.mkdir()
     for name in ALL_FILES + tuple(data.extra):
         if (path / name).exists():
             shutil.copy2(path / name, backup / name)
@@ -235,6 +290,6 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
     n_in = len(all_utts)
     log.info("fix %s: %d utterances in, %d out (%d dropped, %d duplicate lines removed; see %s)",
              path, n_in, len(keep), n_in - len(keep), len(duplicates), report)
-    return FixReport(n_in, len(keep), dropped, report)
+    return FixReport(n_in, len(keep), dropped, report, backup)
 
 

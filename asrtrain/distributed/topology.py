@@ -33,8 +33,12 @@ from typing import Iterable, List, Tuple
 import numpy as np
 
 from asrtrain.distributed.comm import check_gossip_size
+from asrtrain.errors import AsrError
 
 SCHEDULES = ("fixed", "random", "random-ring")
+#: The largest ring analysed: dense N x N matrices, N / 2 matrix products per matching and an eigen-
+#: decomposition cost O(N^4) time (N = 256: seconds; 512: minutes).
+MAX_LEARNERS = 256
 
 
 def pair_matrix(n: int, i: int, j: int) -> np.ndarray:
@@ -141,6 +145,11 @@ def table_sizes(largest: int) -> List[int]:
 
 def report(n: int, schedule: str, largest: int = 64) -> str:
     """The text printed by ``asrtrain topology``: the asked-for gap, then the table."""
+    for what, value in (("--learners", n), ("--max", largest)):
+        if value > MAX_LEARNERS:
+            raise AsrError(f"{what} {value} is above {MAX_LEARNERS}: the dense {value} x {value} mixing "
+                           f"matrices take O(N^4) time and N^2 memory",
+                           fix=f"use {what} {MAX_LEARNERS} or less")
     row = gap_row(n, schedule)
     what = ("the product over one period (2 rounds)" if schedule == "fixed"
             else "the expected one-round mixing matrix")

@@ -54,6 +54,8 @@ from asrtrain.io import atomic_write_text, recover_dir, reporting_no_space, stag
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
+#: A frame longer than this (ms) is taken for a wrong frame_length when audio is shorter than one frame.
+LONG_FRAME_MS = 200.0
 INPUT_FILES = ("wav.scp", "segments", "utt2spk", "text", "reco2file_and_channel", "reco2speed")
 
 
@@ -163,8 +165,13 @@ def _utterance_features(u: _Utt, wave: np.ndarray, rate: int, conf: FeatureConfi
     wave = resample_to(wave, rate, conf.sample_rate, conf.resample, u.wav_where)
     feats = fbank(wave, conf.sample_rate, conf, seed=u.utt)
     if feats.shape[0] == 0:
+        frame = int(conf.sample_rate * conf.frame_length / 1000)
+        fix = "drop it (asrtrain features --skip-bad)"
+        if conf.frame_length > LONG_FRAME_MS:  # the setting, not the audio, is the likely fault
+            fix = (f"features.frame_length = {conf.frame_length:g} ms is far above the usual 25 ms: lower it "
+                   f"(--set frame_length=25), or {fix}")
         raise where.error(f"utterance '{u.utt}' is shorter than one frame "
-                          f"({len(wave)} samples)", fix="drop it (asrtrain features --skip-bad)")
+                          f"({len(wave)} samples < {frame} samples of features.frame_length)", fix=fix)
     if not np.isfinite(feats).all():
         raise where.error(f"features of utterance '{u.utt}' are not finite (NaN or Inf; audio out of "
                           f"range?)",
@@ -308,7 +315,8 @@ def _check_replaceable(out: Path) -> None:
         raise AsrError("OUT_DIR exists and is not a directory", out, fix="give a new output directory")
     for entry in sorted(out.iterdir()):
         name = entry.name
-        if name in OUR_FILES or name.startswith(("utt2", "spk2", "reco2", "split")) or name.endswith(".done"):
+        if name in OUR_FILES or name.startswith(("utt2", "spk2", "reco2", "split", ".backup.")) \
+                or name.endswith(".done"):
             continue  # (*.done: a recipe's stage marker, e.g. recipes/synth's .stage.done)
         raise AsrError(f"OUT_DIR holds '{name}', which asrtrain features does not write; the output dir is "
                        f"replaced as a whole", out, fix="give a new output directory, or remove it first")

@@ -13,6 +13,7 @@ from typing import Iterable, List, Sequence
 
 from asrtrain.config import TokenizerConfig
 from asrtrain.data.table import iter_lines
+from asrtrain.data.textcheck import text_line_problem
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_open
 
@@ -22,9 +23,14 @@ BLANK = 0
 
 
 def read_transcripts(text_path: Path) -> List[str]:
-    """Transcripts of a Kaldi ``text`` file (the key dropped); empty ones are errors."""
+    """Transcripts of a Kaldi ``text`` file (the key dropped); empty ones, and lines data validate refuses
+    (``<s>``, ``</s>``, ``#0``, odd whitespace), are errors."""
     out = []
     for no, line in iter_lines(text_path):
+        bad = text_line_problem(line)
+        if bad:
+            raise AsrError(bad, text_path, no, fix="correct the transcript (asrtrain data validate checks a "
+                                                   "data dir's text), or drop the line")
         parts = line.split(maxsplit=1)
         if len(parts) < 2 or not parts[1].strip():
             raise AsrError(f"empty transcript for '{parts[0]}'", text_path, no,
@@ -64,8 +70,12 @@ def train_tokenizer(text_path: Path, out_dir: Path, cfg: TokenizerConfig) -> Pat
     path = out_dir / "tokenizer.model"
     with atomic_open(path, "wb") as fh:
         fh.write(model.getvalue())
-    log.info("tokenizer: %s, %d pieces, trained on %d transcripts -> %s", cfg.model_type,
-             Tokenizer(path).vocab_size, len(sentences), path)
+    got = Tokenizer(path).vocab_size
+    log.info("tokenizer: %s, %d pieces, trained on %d transcripts -> %s", cfg.model_type, got,
+             len(sentences), path)
+    if cfg.model_type != "char" and got < cfg.vocab_size:
+        log.warning("tokenizer: asked for %d pieces (--vocab-size), got %d: the text (%d transcripts) "
+                    "supports no more", cfg.vocab_size, got, len(sentences))
     return path
 
 
@@ -109,4 +119,12 @@ class Tokenizer:
         return self.sp.decode([i for i in ids if i != BLANK])
 
     def decode_pieces(self, pieces: Iterable[str]) -> str:
-        return self.sp.decode_pieces(list(pieces))
+        """Pieces -> text. A piece this tokenizer does not have is an AsrError (sentencepiece would pass
+        it through as text)."""
+        pieces = list(pieces)
+        unk = self.sp.unk_id()
+        for p in pieces:
+            if self.sp.piece_to_id(p) == unk and p != self.sp.id_to_piece(unk):
+                raise AsrError(f"piece '{p[:40]}' is not in this tokenizer", self.path,
+                               fix="decode pieces made with this tokenizer.model")
+        return self.sp.decode_pieces(pieces)
