@@ -57,6 +57,7 @@ def find_problems(path: PathLike, audio: bool = True) -> List[Problem]:
                 break
     problems += _cross_check(path, tables, lines)
     problems += _value_problems(path)
+    problems += _crlf_problems(path, tables)
     if audio and "wav.scp" in tables:
         problems += _audio_problems(path, tables, lines)
     return problems
@@ -126,6 +127,23 @@ def _value_problems(path: Path) -> List[Problem]:
                 fix = f"correct it, or delete {name} (it only caches the audio's lengths)"
             problems.append(Problem(str(path / name), no, message, fix))
             break
+    return problems
+
+
+def _crlf_problems(path: Path, tables: Dict[str, dict]) -> List[Problem]:
+    """CRLF line endings. Our readers drop the CR, but Kaldi's tools keep it as part of the last field (a
+    word of ``text``, a speaker of ``utt2spk``, a path of ``wav.scp``), so the dir is not valid for them."""
+    problems: List[Problem] = []
+    for name in sorted(tables):
+        try:
+            raw = (path / name).read_bytes()
+        except OSError:
+            continue
+        at = raw.find(b"\r\n")
+        if at >= 0:
+            problems.append(Problem(str(path / name), raw.count(b"\n", 0, at) + 1,
+                                    "CRLF line ending (Kaldi's tools would read the CR as part of the line's "
+                                    "last field)", f"{FIX} rewrites the files with LF, or run dos2unix on it"))
     return problems
 
 

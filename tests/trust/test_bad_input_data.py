@@ -141,6 +141,21 @@ def test_fix_twice_keeps_the_original_backup(data):
     assert (data / ".backup.1" / "text").read_text().count("\n") == 2
 
 
+@pytest.mark.parametrize("name", ["text", "utt2spk", "wav.scp"])
+def test_validate_refuses_crlf_and_fix_rewrites_it(data, name):
+    """Our readers drop a CR before the newline, Kaldi's keep it in the last field: validate names the
+    file and line; data fix rewrites the files with LF and keeps every utterance."""
+    lines = (data / name).read_text().splitlines()
+    (data / name).write_text("\n".join(lines[:2]) + "\n" + "\r\n".join(lines[2:]) + "\r\n")
+    err = one_error(run("data", "validate", data))
+    assert f"{name}:3: CRLF line ending" in err and "data fix" in err, err
+    res = run("data", "fix", data)
+    assert res.exit_code == 0, res.output
+    assert b"\r" not in (data / name).read_bytes()
+    assert run("data", "validate", data).exit_code == 0
+    assert len((data / "utt2spk").read_text().splitlines()) == len(lines) if name == "utt2spk" else True
+
+
 def test_fix_that_drops_everything_leaves_dir_untouched(data):
     (data / "utt2spk").write_text("x spkx\n")
     before = snapshot(data)
