@@ -110,6 +110,11 @@ class FeatureReader:
         if mat.ndim != 2 or (self.dim is not None and mat.shape[1] != self.dim):
             raise AsrError(f"features of '{utt}' have shape {mat.shape}, want [frames, {self.dim}]",
                            self.feat_dir / "feats.scp", fix="recompute the features with asrtrain features")
+        want = self._frames.get(utt) if self._frames is not None else None
+        if want is not None and want != mat.shape[0]:  # batching and the too-short check read the table
+            raise AsrError(f"utt2num_frames says '{utt}' has {want} frames but its ark holds {mat.shape[0]}",
+                           self.feat_dir / "utt2num_frames",
+                           fix="recompute the features with asrtrain features (or delete utt2num_frames)")
         if not np.isfinite(mat).all():
             raise AsrError(f"features of '{utt}' hold NaN or Inf ({spec})", self.feat_dir / "feats.scp",
                            fix="recompute the features with asrtrain features (it drops such utterances)")

@@ -247,3 +247,25 @@ def test_simulate_baseline_without_one_learner():
 def test_topology_too_large(args, fragment):
     err = one_error(run("topology", *args))
     assert fragment in err and "O(N^4)" in err, err
+
+
+def test_utt2num_frames_that_disagrees_with_the_ark_is_named(tmp_path):
+    """Batching and the too-short check trust utt2num_frames; reading an utterance whose ark disagrees
+    with it names the table instead of training on wrong lengths."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
+    from featfix import make_feat_dir
+    from asrtrain.errors import AsrError
+    from asrtrain.features.reader import FeatureReader
+
+    feats = make_feat_dir(tmp_path / "f", 4)
+    rows = (feats / "utt2num_frames").read_text().splitlines()
+    utt, n = rows[1].split()
+    rows[1] = f"{utt} {int(n) + 7}"
+    (feats / "utt2num_frames").write_text("\n".join(rows) + "\n")
+    reader = FeatureReader(feats)
+    reader.load_raw(rows[0].split()[0])  # the others still read
+    want = f"utt2num_frames says '{utt}' has {int(n) + 7} frames but its ark holds {n}"
+    with pytest.raises(AsrError, match=want):
+        reader.load_raw(utt)
