@@ -58,6 +58,7 @@ def find_problems(path: PathLike, audio: bool = True) -> List[Problem]:
     problems += _cross_check(path, tables, lines)
     problems += _value_problems(path)
     problems += _crlf_problems(path, tables)
+    problems += _speaker_order_problems(path, tables, lines)
     if audio and "wav.scp" in tables:
         problems += _audio_problems(path, tables, lines)
     return problems
@@ -128,6 +129,25 @@ def _value_problems(path: Path) -> List[Problem]:
             problems.append(Problem(str(path / name), no, message, fix))
             break
     return problems
+
+
+def _speaker_order_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]:
+    """validate_data_dir.sh's ``sort -k2 utt2spk | cmp - utt2spk``: sorted by utterance, utt2spk must also
+    be sorted by speaker, so each speaker's utterances are contiguous (Kaldi's per-speaker splits and CMVN
+    rely on it). Speaker ids that prefix their utterance ids guarantee it."""
+    utt2spk = tables.get("utt2spk")
+    if not utt2spk:
+        return []
+    utts = sorted(utt2spk)
+    for prev, utt in zip(utts, utts[1:]):
+        a, b = (utt2spk[prev], f"{prev} {utt2spk[prev]}"), (utt2spk[utt], f"{utt} {utt2spk[utt]}")
+        if b < a:
+            return [Problem(str(path / "utt2spk"), lines["utt2spk"].get(utt),
+                            f"utt2spk is not sorted by speaker as well: '{utt}' (speaker '{utt2spk[utt]}') "
+                            f"sorts after '{prev}' (speaker '{utt2spk[prev]}')",
+                            "make every speaker id a prefix of its utterance ids (Kaldi's rule), "
+                            "e.g. spkA-utt1 spkA")]
+    return []
 
 
 def _crlf_problems(path: Path, tables: Dict[str, dict]) -> List[Problem]:

@@ -156,6 +156,16 @@ def test_validate_refuses_crlf_and_fix_rewrites_it(data, name):
     assert len((data / "utt2spk").read_text().splitlines()) == len(lines) if name == "utt2spk" else True
 
 
+def test_validate_refuses_utt2spk_not_sorted_by_speaker(data):
+    """validate_data_dir.sh's sort -k2 check: speakers A and B alternate over the sorted utterances."""
+    utts = [line.split()[0] for line in (data / "utt2spk").read_text().splitlines()]
+    spk = {u: "AB"[i % 2] for i, u in enumerate(utts)}
+    (data / "utt2spk").write_text("".join(f"{u} {spk[u]}\n" for u in utts))
+    (data / "spk2utt").write_text("".join(f"{s} {' '.join(u for u in utts if spk[u] == s)}\n" for s in "AB"))
+    err = one_error(run("data", "validate", data, "--no-audio"))
+    assert "utt2spk:3: utt2spk is not sorted by speaker as well" in err and "prefix" in err, err
+
+
 def test_fix_that_drops_everything_leaves_dir_untouched(data):
     (data / "utt2spk").write_text("x spkx\n")
     before = snapshot(data)
