@@ -101,6 +101,24 @@ def test_mixed_precision_learns_on_cuda(data, tmp_path, precision):
     assert hist[-1]["train_loss"] < 0.7 * hist[0]["train_loss"], hist
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_dp_trains_on_cuda_and_accounts_epsilon(data, tmp_path, precision):
+    """A(DP)-SGD's per-example clipping and noise with the parameters on the GPU (the noise is drawn on
+    the host and copied), fp16 through the gradient scaler too: trains, logs epsilon within the target,
+    and writes a finite model."""
+    import re
+
+    exp = tmp_path / precision
+    r = train(data, exp, "--device", "cuda", "--precision", precision, "--dp", "--set", "dp.epsilon=8",
+              "--set", "dp.delta=1e-3", "--set", "dp.clip=1.0", "--set", "train.epochs=2",
+              "--set", "train.max_frames=800")
+    assert r.exit_code == 0, r.output
+    eps = [float(x) for x in re.findall(r"epoch \d dp: epsilon ([\d.e+-]+)", (exp / "train.log").read_text())]
+    assert len(eps) == 2 and 0 < eps[0] < eps[1] <= 8.0, eps
+    final = torch.load(exp / "final.pt", map_location="cpu", weights_only=True)["model"]
+    assert all(torch.isfinite(t).all() for t in final.values())
+
+
 def test_a_cuda_checkpoint_resumes_on_cuda_and_decodes_on_the_cpu(data, tmp_path):
     exp = tmp_path / "exp"
     r = train(data, exp, "--device", "cuda", "--set", "train.checkpoint_every_steps=4", "--stop-after-steps", "6")
