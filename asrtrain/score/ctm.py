@@ -43,6 +43,13 @@ class CtmItem:
         return max(mids) if mids else 0.0
 
 
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
 def read_ctm(path: Union[str, Path]) -> List[CtmItem]:
     """Parse a CTM file (alternation markers included) into items, in file order."""
     items: List[CtmItem] = []
@@ -82,6 +89,12 @@ def read_ctm(path: Union[str, Path]) -> List[CtmItem]:
         if not (math.isfinite(begin) and math.isfinite(dur)) or begin < 0 or dur < 0:
             raise AsrError(f"begin/duration '{f[2]}' '{f[3]}' must be finite and not negative", path, no,
                            fix="fields 3 and 4 are begin time and duration in seconds")
+        if len(f) > 6 or (len(f) == 6 and not _is_number(f[5])):
+            # sclite reads five fields and ignores the rest, but hubscr's csrfilt.sh filters every field
+            # after the word as words: the same file scores two ways. A malformed line is refused.
+            raise AsrError(f"expected '<file> <chan> <begin> <dur> <word> [<conf>]' with a numeric "
+                           f"confidence, got {line!r}", path, no,
+                           fix="one word per line; the sixth field, if any, is a confidence such as 0.93")
         if alt is not None:
             if word != "@":
                 alt.alts[-1].append((word, begin, dur))

@@ -190,3 +190,15 @@ def test_glm_filter_equals_csrfilt(tmp_path, sctk):
     rules = load_rules(DEFAULT_GLM, "stm", "ref")
     ours = [f"f A s {i}.0 {i}.5 <O> {rules.filter_text(l)}" for i, l in enumerate(lines)]
     assert ours == theirs.splitlines()
+
+
+def test_ctm_confidences_score_as_with_sclite(tmp_path, sctk):
+    """A sixth field (a confidence) changes nothing in hubscr's pipeline (csrfilt.sh, then sclite) nor
+    in ours. (A non-numeric one or a seventh field would: csrfilt filters them as words, sclite alone
+    ignores them; ours refuses such a line, tests/score/test_parsing.py.)"""
+    lines = HANDMADE_CTM.splitlines()
+    lines[1] += " 0.93"
+    stm, ctm = tmp_path / "ref.stm", tmp_path / "hyp.ctm"
+    stm.write_text(HANDMADE_STM)
+    ctm.write_text("\n".join(lines) + "\n")
+    assert ours_per_speaker(align_hub5(stm, ctm)) == reference_filter(sctk, stm, ctm, tmp_path)

@@ -132,6 +132,10 @@ def test_ctm_words_confidences_and_alternations(tmp_path):
     p.write_text("sw_1 A * * <ALT_BEGIN>\nsw_1 A 1 1 a\n")
     with pytest.raises(AsrError, match="ALT_END"):
         read_ctm(p)
+    for bad in ("sw_1 A 1.0 0.1 hi notaconf\n", "sw_1 A 1.0 0.1 hi 0.9 extra\n", "sw_1 A 1.0 0.1 hi nan\n"):
+        p.write_text("sw_1 A 0.5 0.1 ok 1.0\n" + bad)  # csrfilt would score the extra fields as words
+        with pytest.raises(AsrError, match="h.ctm:2: expected .* numeric confidence"):
+            read_ctm(p)
 
 
 def test_text_to_ctm_spreads_words_evenly(tmp_path):
