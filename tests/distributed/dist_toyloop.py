@@ -138,8 +138,9 @@ def foreign_gpu_contexts(device: torch.device) -> List[int]:
     touched CUDA without binding its device opens one on GPU 0)."""
     if device.type != "cuda":
         return []
+    mine = device.index if device.index is not None else torch.cuda.current_device()
     return [i for i in range(torch.cuda.device_count())
-            if i != device.index and torch._C._cuda_hasPrimaryContext(i)]
+            if i != mine and torch._C._cuda_hasPrimaryContext(i)]
 
 
 def group_timeout_s(group) -> float:

@@ -148,15 +148,17 @@ def test_a_cuda_checkpoint_resumes_on_cuda_and_decodes_on_the_cpu(data, tmp_path
         torch.testing.assert_close(torch.from_numpy(lps["cuda"][utt]), torch.from_numpy(lp), rtol=1e-3, atol=2e-3)
 
 
-def test_two_adpsgd_learners_sharing_one_gpu_conserve_the_weight_sum(tmp_path):
-    """Parameters on the GPU, gossip through pinned host buffers on a gloo ring: lr 0 and different
-    initial weights must end exactly at the initial mean."""
+def adpsgd_pair_conserves_the_weight_sum(tmp_path, device: str) -> list:
+    """Two ADPSGD learners (and with delay-by-one) on ``device``: lr 0 and different initial weights must
+    end exactly at the initial mean. Returns each job's per-rank results."""
     from asrtrain.distributed.launch import run_learners
 
-    jobs = [toyloop.ToyArgs(str(tmp_path / f"j{d}"), DistConfig(strategy="adpsgd", learners=2, delay_by_one=bool(d)),
+    jobs = [toyloop.ToyArgs(str(tmp_path / f"j{d}"),
+                            DistConfig(strategy="adpsgd", learners=2, delay_by_one=bool(d)),
                             zero_grad=True, distinct_init=True, num_batches=2 * 60, batch=2, device="cuda")
             for d in (0, 1)]
-    run_learners(toyloop.train, jobs, learners=2, timeout_s=60, device="cuda:0")
+    run_learners(toyloop.train, jobs, learners=2, timeout_s=60, device=device)
+    out = []
     for job in jobs:
         res = toyloop.load(job.out, 2)
         mean = torch.stack([r["initial"] for r in res]).mean(0)
@@ -164,6 +166,13 @@ def test_two_adpsgd_learners_sharing_one_gpu_conserve_the_weight_sum(tmp_path):
         for r in res:
             assert r["metrics"]["exchanges"] > 0
             torch.testing.assert_close(r["final"], mean, rtol=0, atol=1e-6)
+        out.append(res)
+    return out
+
+
+def test_two_adpsgd_learners_sharing_one_gpu_conserve_the_weight_sum(tmp_path):
+    """Parameters on the GPU, gossip through pinned host buffers on a gloo ring."""
+    adpsgd_pair_conserves_the_weight_sum(tmp_path, "cuda:0")
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (NCCL refuses two ranks on one GPU)")
@@ -180,22 +189,9 @@ def test_ssgd_over_nccl_equals_one_learner(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (one per learner)")
 def test_adpsgd_over_nccl_one_gpu_each_conserves_the_sum_and_leaves_gpu0_alone(tmp_path):
-    """ADPSGD with NCCL as the default group, a GPU per learner: lr 0 and different initial weights end
-    exactly at the initial mean, and learner 1's gossip thread (CUDA events, pinned copies) opened no
-    context on GPU 0."""
-    from asrtrain.distributed.launch import run_learners
-
-    jobs = [toyloop.ToyArgs(str(tmp_path / f"j{d}"),
-                            DistConfig(strategy="adpsgd", learners=2, delay_by_one=bool(d)),
-                            zero_grad=True, distinct_init=True, num_batches=2 * 60, batch=2, device="cuda")
-            for d in (0, 1)]
-    run_learners(toyloop.train, jobs, learners=2, timeout_s=60, device="cuda")
-    for job in jobs:
-        res = toyloop.load(job.out, 2)
-        mean = torch.stack([r["initial"] for r in res]).mean(0)
-        for r in res:
-            assert r["metrics"]["exchanges"] > 0
-            torch.testing.assert_close(r["final"], mean, rtol=0, atol=1e-6)
+    """ADPSGD with NCCL as the default group, a GPU per learner: the sum is conserved, and learner 1's
+    gossip thread (CUDA events, pinned copies) opened no context on GPU 0."""
+    for res in adpsgd_pair_conserves_the_weight_sum(tmp_path, "cuda"):
         assert res[1]["foreign_gpus"] == [], res[1]["foreign_gpus"]
 
 
