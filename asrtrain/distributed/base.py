@@ -94,6 +94,11 @@ class Strategy:
         """True on the learner that writes logs, checkpoints and the final model."""
         return self.rank == 0
 
+    def shares_gradients(self) -> bool:
+        """True when this learner's gradients are all-reduced with others' before the step (an SSGD or
+        H-ADPSGD sync group of more than one): its group then steps, or skips, together."""
+        return False
+
     def partition(self) -> Partition:
         return Partition()
 

@@ -266,6 +266,9 @@ class DPStrategy(Strategy):
     def partition(self) -> Partition:
         return self.inner.partition()
 
+    def shares_gradients(self) -> bool:
+        return self.inner.shares_gradients()
+
     def setup(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         super().setup(model, optimizer)
         self.inner.setup(model, optimizer)

@@ -56,6 +56,9 @@ class HADPSGD(GossipState):
         self.is_leader = self.member == 0
         self._init_gossip_state(schedule, delay_by_one, seed, sync_initial_weights)
 
+    def shares_gradients(self) -> bool:
+        return self.M > 1
+
     def partition(self) -> Partition:
         return Partition(group=self.g, num_groups=self.G, member=self.member, group_size=self.M)
 

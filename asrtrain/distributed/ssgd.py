@@ -83,6 +83,9 @@ class SSGD(Collective):
         self.count_group = None  # the host group of the same learners
         self._m: Dict[str, float] = {}
 
+    def shares_gradients(self) -> bool:
+        return self.world_size > 1
+
     def partition(self) -> Partition:
         return Partition(group=0, num_groups=1, member=self.rank, group_size=self.world_size)
 

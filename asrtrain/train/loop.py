@@ -217,8 +217,7 @@ def step_or_skip(learner: Learner, strategy: Strategy, loss: torch.Tensor, t, st
     loss_ok = math.isfinite(loss_value)
     # A sync group's members step together or not at all, so there the all-reduced norm alone decides:
     # were one member's own loss to decide, it would skip while the others step, and the replicas part.
-    in_sync_group = strategy.partition().group_size > 1
-    finite = math.isfinite(norm_value) and (loss_ok or in_sync_group)
+    finite = math.isfinite(norm_value) and (loss_ok or strategy.shares_gradients())
     if finite and t.grad_clip > 0:
         clip_coef = t.grad_clip / (norm_value + 1e-6)  # torch's clip_grad_norm_ coefficient, clamped at 1
         if clip_coef < 1.0:

@@ -232,12 +232,20 @@ def test_non_finite_steps_are_skipped_counted_and_stop_training():
 def test_in_a_sync_group_the_reduced_gradients_alone_decide_the_skip():
     """SSGD / H-ADPSGD members hold the same all-reduced gradients: one member's own non-finite loss must
     not make it skip a step the others take (the replicas would part). Its loss is not counted."""
-    from asrtrain.distributed.base import Partition, Strategy
+    from asrtrain.config import DistConfig
+    from asrtrain.distributed.base import Strategy
+    from asrtrain.distributed.factory import make_strategy
     from asrtrain.train.loop import Learner, step_or_skip
 
+    def shares_of(name):
+        return make_strategy(DistConfig(strategy=name, learners=4, learners_per_node=2), 0, 4).shares_gradients()
+
+    shares = {name: shares_of(name) for name in ("ssgd", "h-adpsgd", "adpsgd", "periodic")}
+    assert shares == {"ssgd": True, "h-adpsgd": True, "adpsgd": False, "periodic": False}
+
     class Member(Strategy):
-        def partition(self):
-            return Partition(group=0, num_groups=1, member=1, group_size=2)
+        def shares_gradients(self):
+            return True
 
     model = torch.nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
