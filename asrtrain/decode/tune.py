@@ -57,6 +57,12 @@ def parse_oov_grid(value: str) -> List[Optional[float]]:
     items = [v.strip() for v in value.split(",")]
     numbers = [v for v in items if v != CLOSED]
     out: List[Optional[float]] = [None] if CLOSED in items else []
+    for v in numbers:  # a word that is not 'closed' or a number: say both forms
+        try:
+            float(v)
+        except ValueError:
+            raise AsrError(f"--oov-penalties: '{v}' is neither '{CLOSED}' nor a number",
+                           fix="e.g. closed,-8,-5 (closed: the closed-vocabulary search)") from None
     if numbers:
         out += parse_grid(",".join(numbers), "--oov-penalties")
     if not out or len(out) != len(items):

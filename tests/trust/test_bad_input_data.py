@@ -185,6 +185,25 @@ def test_training_text_with_sentence_boundaries(tmp_path, command):
     assert not (tmp_path / "out" / "lm.arpa").exists()
 
 
+def test_lm_train_on_text_without_sentences_names_the_file(tmp_path):
+    text = tmp_path / "text"
+    text.write_text("\n\n")
+    err = one_error(run("lm", "train", "--text", text, "--out", tmp_path / "out"))
+    assert f"{text}: no sentences" in err, err
+    err = one_error(run("lm", "train", "--text", text, "--out", tmp_path / "out", "--order", "0"))
+    assert "--order must be >= 1" in err and str(text) not in err, err
+
+
+def test_oov_penalty_grid_names_both_forms():
+    from asrtrain.decode.tune import parse_oov_grid
+    from asrtrain.errors import AsrError
+
+    with pytest.raises(AsrError, match="'open' is neither 'closed' nor a number") as info:
+        parse_oov_grid("open")
+    assert "closed,-8,-5" in str(info.value)
+    assert parse_oov_grid("closed,-8") == [None, -8.0]
+
+
 # -- c25: unknown pieces, and a vocabulary smaller than asked -------------------------------------------
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
