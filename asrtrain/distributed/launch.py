@@ -326,6 +326,14 @@ class PeerFailure(AsrError):
     """Raised in a learner's main thread when another learner stopped responding."""
 
 
+def suspended_for(prev: float, now: float, period: float) -> float:
+    """Seconds this process was suspended between two heartbeat ticks ``prev`` and ``now`` (monotonic)
+    that ``period`` apart were due; 0 unless the gap exceeds anything a busy scheduler causes (30 s, or
+    10 periods)."""
+    gap = now - prev - period
+    return gap if gap > max(30.0, 10 * period) else 0.0
+
+
 class PeerWatch:
     """Heartbeats in the rendezvous store; names a learner whose heartbeat stops.
 
@@ -404,14 +412,25 @@ class PeerWatch:
         os._exit(1)
 
     def _run(self) -> None:
-        from asrtrain.distributed.progress import Progress, find_hung, mine
+        from asrtrain.distributed.progress import Progress, find_hung, mine, note_progress
 
         count = 0
         others = [r for r in range(self.world_size) if r != self.rank]
         seen = {r: (None, time.monotonic()) for r in others}
+        last = resumed = time.monotonic()
         while not self._stop.wait(self.period):
             count += 1
             now = time.monotonic()
+            away = suspended_for(last, now, self.period)
+            last = now
+            if away:
+                # The whole process was stopped (Ctrl-Z, SIGSTOP, Slurm's scontrol suspend): its own clocks ran
+                # on while nothing could move. Restart them instead of blaming itself or its peers.
+                log.warning("learner %d resumed after %.0f s suspended: the heartbeat and hang clocks restart",
+                            self.rank, away)
+                note_progress()
+                seen = {r: (value, now) for r, (value, _) in seen.items()}
+                resumed = now
             me = mine(self._main_ident)
             try:
                 self._store.set(str(self.rank), me.encode(count))
@@ -434,7 +453,7 @@ class PeerWatch:
                     self._declare(f"learner rank {r} stopped responding for {now - seen[r][1]:.0f} s "
                                   "(killed or hung)")
                     return
-            if self.hang_after > 0:
+            if self.hang_after > 0 and now - resumed > 4 * self.period:  # peers resume and report too
                 progress = {r: p for r, v in zip(others, values) if (p := Progress.decode(v)) is not None}
                 progress[self.rank] = me
                 hung = find_hung(progress, time.time(), self.hang_after)

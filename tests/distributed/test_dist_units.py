@@ -164,3 +164,15 @@ def test_one_exchange_keeps_the_sum_and_a_step_taken_meanwhile():
     before = a.effective()
     assert a.fold()  # into float32 parameters; the rounding stays in the delta
     assert torch.equal(a.effective(), before)
+
+
+def test_a_suspended_process_is_told_from_a_busy_one():
+    """Heartbeat ticks 0.5 s apart: a late tick on a loaded machine is not a suspension; a gap of minutes
+    (Ctrl-Z, SIGSTOP, Slurm's scontrol suspend) is, and PeerWatch then restarts its clocks instead of
+    naming its own learner as hung when it resumes (it did, after 17 min stopped, 2026-11-28)."""
+    from asrtrain.distributed.launch import suspended_for
+
+    assert suspended_for(100.0, 100.5, 0.5) == 0.0
+    assert suspended_for(100.0, 125.0, 0.5) == 0.0  # 25 s late: a starved thread, not a stop
+    assert suspended_for(100.0, 1108.5, 0.5) == pytest.approx(1008.0)
+    assert suspended_for(100.0, 150.0, 5.0) == 0.0 and suspended_for(100.0, 160.0, 5.0) == pytest.approx(55.0)
