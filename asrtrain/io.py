@@ -35,6 +35,14 @@ _UMASK_AT_IMPORT = os.umask(0o022)
 os.umask(_UMASK_AT_IMPORT)
 
 
+def check_out_is_not_input(data_dir: PathLike, out_dir: PathLike, why: str = "") -> None:
+    """Refuse an OUT_DIR that is DATA_DIR (compared as resolved paths): writing it would replace the input.
+    ``why`` says what would be lost, e.g. "its text would replace the reference transcripts"."""
+    if Path(out_dir).resolve() == Path(data_dir).resolve():
+        raise AsrError("OUT_DIR must differ from DATA_DIR" + (f" ({why})" if why else ""), out_dir,
+                       fix="give a new output directory")
+
+
 def no_space(path: PathLike) -> AsrError:
     """The one-line error for a full disk while writing ``path``."""
     return AsrError("no space left writing this file", path,

@@ -21,9 +21,6 @@ def average(exp_dir: Path, k: int, out: Optional[Path], device: str) -> None:
     from asrtrain.errors import AsrError
     from asrtrain.train.checkpoint import average_last, save_checked
 
-    if k < 1:
-        raise AsrError(f"--last {k}: must be >= 1 (the number of epoch checkpoints to average)",
-                       fix="e.g. --last 3")
     path = out or exp_dir / "final.pt"
     if path.is_dir():
         raise AsrError("is a directory; --out must be a model file name", path,

@@ -23,17 +23,7 @@ def train_cmd(text_path: Path, out_dir: Path, order: int) -> None:
     from asrtrain.io import atomic_write_text
     from asrtrain.lm.ngram import read_sentences, train_ngram
 
-    from asrtrain.errors import AsrError
-
-    if order < 1:
-        raise AsrError(f"--order must be >= 1, got {order}", fix="e.g. --order 3")
-    try:
-        model = train_ngram(read_sentences(text_path), order)  # streamed: LM texts can be large
-    except AsrError as err:
-        if err.path is not None:
-            raise
-        raise AsrError(err.message, text_path,  # "no sentences": name the text
-                       fix="give a Kaldi text file with transcripts (<utt-id> <words...>)") from None
+    model = train_ngram(read_sentences(text_path), order, source=text_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.write_arpa(out_dir / "lm.arpa")
     atomic_write_text(out_dir / "words.txt", "".join(w + "\n" for w in model.vocab))

@@ -31,6 +31,7 @@ from asrtrain.data.audio import is_pipe
 from asrtrain.data.datadir import DataDir, PathLike, Segment, extra_kind, write_datadir
 from asrtrain.data.validate import validate
 from asrtrain.errors import AsrError
+from asrtrain.io import check_out_is_not_input
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +152,7 @@ def perturb_speed(data_dir: PathLike, out_dir: PathLike, factors: Union[str, Seq
     Returns the written DataDir.
     """
     data_dir, out_dir = Path(data_dir), Path(out_dir)
-    if out_dir.resolve() == data_dir.resolve():
-        raise AsrError("OUT_DIR must differ from DATA_DIR", out_dir, fix="give a new output directory")
+    check_out_is_not_input(data_dir, out_dir)
     fs = parse_factors(factors)
     data = validate(data_dir, audio=False)
     if not data.wav_scp:

@@ -15,6 +15,7 @@ from asrtrain.data.datadir import DESCRIPTIVE_FILES, DataDir, PathLike, write_da
 from asrtrain.data.table import read_table_lines
 from asrtrain.data.validate import validate
 from asrtrain.errors import AsrError
+from asrtrain.io import check_out_is_not_input
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,7 @@ def subset(path: PathLike, out: PathLike, *, utt_list: Optional[PathLike] = None
     chosen = [x is not None for x in (utt_list, first, last, spk_list)]
     if sum(chosen) != 1:
         raise AsrError("give exactly one of --utt-list, --first, --last, --spk-list")
-    if Path(out).resolve() == Path(path).resolve():
-        raise AsrError("OUT_DIR must differ from DATA_DIR (the subset would replace the data dir)", out,
-                       fix="give a new output directory")
+    check_out_is_not_input(path, out, "the subset would replace the data dir")
     data = validate(path, audio=False)
     utts = data.utts
     if utt_list is not None:

@@ -18,7 +18,7 @@ from asrtrain.config import Config, load_config, to_dict
 from asrtrain.decode.tune import NBEST, check_search
 from asrtrain.data.table import read_table, write_table
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text
+from asrtrain.io import atomic_write_text, check_out_is_not_input
 
 log = logging.getLogger("asrtrain.decode")
 
@@ -58,13 +58,6 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
     return cfg, model
 
 
-def check_out_dir(data_dir: Path, out_dir: Path) -> None:
-    """Refuse an OUT_DIR that is DATA_DIR (by resolved path): its ``text`` would replace the references."""
-    if Path(out_dir).resolve() == Path(data_dir).resolve():
-        raise AsrError("OUT_DIR must differ from DATA_DIR (its text would replace the reference transcripts)",
-                       out_dir, fix="give a new output directory")
-
-
 def check_out_ark(data_dir: Path, out_ark: Path) -> None:
     """Refuse an OUT_ARK (or its .scp) that is a directory, lies inside DATA_DIR, or is a file that
     DATA_DIR's feats.scp or cmvn.scp points into: writing it would destroy the features being read."""
@@ -96,6 +89,10 @@ def check_out_ark(data_dir: Path, out_ark: Path) -> None:
     if scp == out_ark:
         raise AsrError("OUT_ARK ends in .scp, the name of its index", out_ark,
                        fix="give an archive name, e.g. loglikes.ark")
+
+
+#: What decoding into DATA_DIR itself would destroy.
+REFERENCES_LOST = "its text would replace the reference transcripts"
 
 
 # How input audio was admitted, not what the features are: an exp dir from before resampling became
@@ -159,8 +156,8 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     from asrtrain.decode.ctm import ctm_lines, words_with_times
     from asrtrain.text.tokenizer import Tokenizer
 
-    check_out_dir(data_dir, out_dir)
-    check_search(beam_size, lm_weight, word_bonus)
+    check_out_is_not_input(data_dir, out_dir, REFERENCES_LOST)
+    check_search(beam_size, lm_weight, word_bonus)  # the exp config's decode section is checked on load
     cfg, model = load_model(exp_dir, checkpoint, device)
     if cfg.model.loss != "ctc":
         raise AsrError("this model was trained with CE targets; decode it with Kaldi",
@@ -170,7 +167,6 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     beam = cfg.decode.beam_size if beam_size is None else beam_size
     lm_weight = cfg.decode.lm_weight if lm_weight is None else lm_weight
     word_bonus = cfg.decode.word_bonus if word_bonus is None else word_bonus
-    check_search(beam, lm_weight, word_bonus)
     tok = Tokenizer(Path(exp_dir) / "tokenizer.model")
     engine = engine or cfg.decode.engine
     if oov_penalty is not None and method != "lexicon":

@@ -113,11 +113,12 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     from asrtrain.score.wer import Counts, count_words
     from asrtrain.text.tokenizer import Tokenizer
 
-    from asrtrain.decode.run import check_out_dir
+    from asrtrain.decode.run import REFERENCES_LOST
+    from asrtrain.io import check_out_is_not_input
 
     data_dir, out_dir = Path(data_dir), Path(out_dir)
-    check_out_dir(data_dir, out_dir)
-    check_search(beam_size)
+    check_out_is_not_input(data_dir, out_dir, REFERENCES_LOST)
+    check_search(beam_size)  # the exp config's decode.beam_size is checked when it is loaded
     ref_path = Path(ref) if ref else data_dir / "text"
     if not ref_path.is_file():
         raise AsrError("no reference transcripts to tune on", ref_path,
@@ -128,7 +129,6 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
         raise AsrError("tune-lm needs a CTC model", Path(exp_dir) / "config.yaml", fix="use Kaldi's scoring for CE models")
     check_features(cfg, data_dir)
     beam = cfg.decode.beam_size if beam_size is None else beam_size
-    check_search(beam)
     if att_weights is None:  # auto: the model says whether it has a decoder to rescore with
         att_weights = AUTO_ATT if has_decoder(model) else (0.0,)
     atts = sorted(att_weights)

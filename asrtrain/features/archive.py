@@ -50,7 +50,8 @@ from asrtrain.errors import AsrError
 from asrtrain.progress import Progress
 from asrtrain.features import cmvn
 from asrtrain.features.fbank import fbank
-from asrtrain.io import atomic_write_text, recover_dir, reporting_no_space, staging_dir, swap_dir
+from asrtrain.io import (atomic_write_text, check_out_is_not_input, recover_dir, reporting_no_space,
+                         staging_dir, swap_dir)
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -335,8 +336,7 @@ def compute_features(data_dir: PathLike, out_dir: PathLike, conf: FeatureConfig,
     conf.validate()
     if not data_dir.is_dir():
         raise AsrError("data dir not found", data_dir, fix="check the path")
-    if out.resolve() == data_dir.resolve():
-        raise AsrError("OUT_DIR must differ from DATA_DIR", out, fix="give a new output directory")
+    check_out_is_not_input(data_dir, out)
     out = out.resolve()  # a symlinked OUT_DIR: replace what it points to, and name that in feats.scp
     recover_dir(out)
     stamp = _fingerprint(data_dir, conf, skip_bad)

@@ -18,7 +18,7 @@ import logging
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_write_text
@@ -232,10 +232,12 @@ def read_sentences(text_path: Path) -> Iterable[List[str]]:
             yield parts[1:]
 
 
-def train_ngram(sentences: Iterable[Sequence[str]], order: int = 3) -> NgramLM:
-    """Interpolated modified Kneser-Ney n-gram model of ``order`` from word sequences."""
+def train_ngram(sentences: Iterable[Sequence[str]], order: int = 3,
+                source: Optional[Path] = None) -> NgramLM:
+    """Interpolated modified Kneser-Ney n-gram model of ``order`` from word sequences (streamed: LM texts
+    can be large); ``source``, the file they come from, is named when it holds none."""
     if order < 1:
-        raise AsrError(f"--order must be >= 1, got {order}")
+        raise AsrError(f"--order must be >= 1, got {order}", fix="e.g. --order 3")
     counts: List[Dict[Ngram, int]] = [defaultdict(int) for _ in range(order)]
     n_sent = 0
     for words in sentences:
@@ -245,7 +247,8 @@ def train_ngram(sentences: Iterable[Sequence[str]], order: int = 3) -> NgramLM:
             ng = tuple(seq[max(0, i - order + 1):i + 1])
             counts[len(ng) - 1][ng] += 1  # the highest order available at this position
     if not n_sent:
-        raise AsrError("no sentences to train a language model on")
+        raise AsrError("no sentences to train a language model on", source,
+                       fix="give a Kaldi text file with transcripts (<utt-id> <words...>)")
     # Lower orders: continuation counts N1+(. ng), the number of distinct words seen left of ng. The
     # n-grams starting with <s> have nothing to their left and keep the real counts counted above.
     for k in range(order - 1, 0, -1):

@@ -213,8 +213,8 @@ def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -
     ``device`` (default the CPU); the result is on the host. Models of different shapes (checkpoints of
     two runs) are refused, naming both files."""
     if k < 1:
-        raise AsrError(f"cannot average the last {k} checkpoints", ckpt_dir(exp_dir),
-                       fix="give --last 1 or more")
+        raise AsrError(f"--last {k}: must be >= 1 (the number of epoch checkpoints to average)",
+                       ckpt_dir(exp_dir), fix="e.g. --last 3")
     paths = epoch_checkpoints(exp_dir)[-k:]
     if not paths:
         raise AsrError("no epoch checkpoints to average", ckpt_dir(exp_dir), fix="train first")
