@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Tuple
 
-from asrtrain.config import Config, coerce_value, field_type
+from asrtrain.config import Config
+from asrtrain.configfile import coerce_value, field_type
 from asrtrain.yamlio import parse_override, read_yaml
 from asrtrain.errors import AsrError
 

@@ -39,7 +39,8 @@ class Corpus:
 def synth_corpus(work: Path, hours: float, dev_utts: int, test_utts: int, tok_type: str, vocab: int
                  ) -> Corpus:
     """Synthesise, featurise and tokenize once; later calls with the same sizes reuse ``work/synth_*``."""
-    from asrtrain.config import FeatureConfig, TokenizerConfig, load_section
+    from asrtrain.config import FeatureConfig, TokenizerConfig
+    from asrtrain.configfile import load_section
     from asrtrain.corpora.synth.prepare import prepare_synth
     from asrtrain.features.archive import compute_features
     from asrtrain.text.tokenizer import train_tokenizer

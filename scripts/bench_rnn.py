@@ -54,7 +54,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from asrtrain.config import Config, load_config
+    from asrtrain.config import Config
+    from asrtrain.configfile import load_config
     from asrtrain.model.blstm import blstm_packed, blstm_padded, build_model
     from dataclasses import replace
 

@@ -203,7 +203,8 @@ def settings_changed(exp: Path, sets: list) -> list:
     float 0.002, not the string YAML 1.1 makes of it)."""
     import yaml
 
-    from asrtrain.config import Config, coerce_value, field_type, override_item
+    from asrtrain.config import Config
+    from asrtrain.configfile import coerce_value, field_type, override_item
 
     cfg = yaml.safe_load((exp / "config.yaml").read_text())
     out = []

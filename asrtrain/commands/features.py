@@ -22,7 +22,8 @@ import click
 def features(data_dir: Path, out_dir: Path, nj: int, conf: Optional[Path], overrides: Tuple[str, ...],
              skip_bad: bool) -> None:
     """Compute fbank features of DATA_DIR into OUT_DIR (a complete data dir with feats.scp and CMVN)."""
-    from asrtrain.config import FeatureConfig, load_section
+    from asrtrain.config import FeatureConfig
+    from asrtrain.configfile import load_section
     from asrtrain.errors import AsrError
     from asrtrain.features.archive import compute_features
     if nj < 1:

@@ -14,7 +14,8 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import torch
 
-from asrtrain.config import Config, load_config, to_dict
+from asrtrain.config import Config
+from asrtrain.configfile import load_config, to_dict
 from asrtrain.decode.tune import NBEST, check_search
 from asrtrain.data.table import read_table, write_table
 from asrtrain.errors import AsrError

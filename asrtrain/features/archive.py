@@ -41,7 +41,8 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 import numpy as np
 import yaml
 
-from asrtrain.config import FeatureConfig, section_from_dict, to_dict
+from asrtrain.config import FeatureConfig
+from asrtrain.configfile import section_from_dict, to_dict
 from asrtrain.data import datadir as dd
 from asrtrain.data.validate import find_problems
 from asrtrain.data.table import read_table

@@ -12,7 +12,8 @@ from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from asrtrain.config import FeatureConfig, load_section
+from asrtrain.config import FeatureConfig
+from asrtrain.configfile import load_section
 from asrtrain.data.table import read_table
 from asrtrain.errors import AsrError
 from asrtrain.features import cmvn

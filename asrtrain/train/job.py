@@ -11,7 +11,9 @@ from typing import Iterable, Optional, Tuple
 
 import numpy as np
 
-from asrtrain.config import Config, load_config, read_yaml_mapping, save_config, to_dict
+from asrtrain.config import Config
+from asrtrain.configfile import load_config, save_config, to_dict
+from asrtrain.yamlio import read_yaml_mapping
 from asrtrain.configcheck import check_train_settings
 from asrtrain.distributed.launch import in_launched_group, launched_learners, writes_job_files
 from asrtrain.errors import AsrError

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from asrtrain.config import DistConfig, DPConfig, load_config
+from asrtrain.config import DistConfig, DPConfig
+from asrtrain.configfile import load_config
 from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.dp import DPStrategy, epsilon_spent, noise_multiplier_for
 from asrtrain.distributed.factory import make_strategy

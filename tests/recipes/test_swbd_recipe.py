@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from asrtrain.config import FeatureConfig, load_config, load_section
+from asrtrain.config import FeatureConfig
+from asrtrain.configfile import load_config, load_section
 from asrtrain.data.table import read_table
 from swbd_fixture import make_hub5, make_swbd
 

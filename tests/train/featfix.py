@@ -11,7 +11,8 @@ WORDS = "one two three four five six seven eight nine ten red blue green go stop
 def make_feat_dir(root: Path, n_utts: int = 40, dim: int = 13, seed: int = 0, words=WORDS) -> Path:
     import kaldiio
 
-    from asrtrain.config import FeatureConfig, to_dict
+    from asrtrain.config import FeatureConfig
+    from asrtrain.configfile import to_dict
 
     rng = np.random.default_rng(seed)
     pat_rng = np.random.default_rng(1234)  # patterns shared by every dir made here

@@ -2,7 +2,9 @@ import pytest
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from asrtrain.config import Config, load_config, parse_override
+from asrtrain.config import Config
+from asrtrain.configfile import load_config
+from asrtrain.yamlio import parse_override
 from asrtrain.errors import AsrError
 
 

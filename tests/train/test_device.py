@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from asrtrain.config import load_config
+from asrtrain.configfile import load_config
 from asrtrain.device import ScaledStep, resolve_device
 from asrtrain.errors import AsrError
 

@@ -7,7 +7,7 @@ import torch
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from asrtrain.config import load_config
+from asrtrain.configfile import load_config
 from asrtrain.errors import AsrError
 from asrtrain.train.batching import BatchSpec, make_batches
 from asrtrain.features.dataset import AsrDataset

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from asrtrain.config import Config, FeatureConfig, load_section
+from asrtrain.config import Config, FeatureConfig
+from asrtrain.configfile import load_section
 from asrtrain.configcheck import check_train_settings
 from asrtrain.errors import AsrError
 
