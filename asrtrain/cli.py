@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+from pathlib import Path
 
 import click
 
@@ -71,9 +72,24 @@ def os_error_line(err: OSError):
         what = f"writing {err.filename}" if err.filename else "writing output"
         return AsrError(f"no space left on device {what}",
                         fix="free disk space (df -h shows which file system is full) and run again").render()
-    if err.filename is not None and err.strerror:
-        return AsrError(err.strerror, err.filename, fix="check the path and its permissions").render()
-    return None
+    if err.filename is None or not err.strerror:
+        return None
+    path = Path(err.filename)
+    if err.errno == errno.EEXIST and path.exists() and not path.is_dir():  # mkdir over a file
+        message, fix = "exists and is not a directory", "give a directory path, or move the file away"
+    elif err.errno == errno.ENOTDIR:  # something under a file: name the file
+        blocking = next((q for q in reversed(path.parents) if q.exists() and not q.is_dir()), None)
+        if blocking is not None:
+            return AsrError("is a file where a directory was expected", blocking,
+                            fix="give an output path under a directory, or move the file away").render()
+        message, fix = "a component of this path is a file, not a directory", "give a path under a directory"
+    elif err.errno == errno.EISDIR:
+        message, fix = "is a directory where a file was expected", "give the path of a file"
+    elif err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        message, fix = err.strerror, "check the permissions of the path and its directory (ls -ld)"
+    else:
+        message, fix = err.strerror, "check the path and its permissions"
+    return AsrError(message, err.filename, fix=fix).render()
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -23,8 +23,8 @@ def train_cmd(text_path: Path, out_dir: Path, order: int) -> None:
     from asrtrain.io import atomic_write_text
     from asrtrain.lm.ngram import read_sentences, train_ngram
 
+    out_dir.mkdir(parents=True, exist_ok=True)  # a bad --out fails before the counting, not after
     model = train_ngram(read_sentences(text_path), order, source=text_path)
-    out_dir.mkdir(parents=True, exist_ok=True)
     model.write_arpa(out_dir / "lm.arpa")
     atomic_write_text(out_dir / "words.txt", "".join(w + "\n" for w in model.vocab))
     click.echo(out_dir / "lm.arpa")

@@ -106,20 +106,30 @@ class FeatureReader:
         except Exception as err:  # kaldiio: AssertionError, struct.error, EOFError, ... on a cut ark
             why = " ".join(str(err).split()) or type(err).__name__
             raise AsrError(f"cannot read features of '{utt}' from {spec} (truncated or corrupt ark? {why})",
-                           self.feat_dir / "feats.scp", fix="recompute the features with asrtrain features"
-                           ) from None
+                           self.feat_dir / "feats.scp", self._line_of(utt),
+                           fix="recompute the features with asrtrain features") from None
         if mat.ndim != 2 or (self.dim is not None and mat.shape[1] != self.dim):
             raise AsrError(f"features of '{utt}' have shape {mat.shape}, want [frames, {self.dim}]",
-                           self.feat_dir / "feats.scp", fix="recompute the features with asrtrain features")
+                           self.feat_dir / "feats.scp", self._line_of(utt),
+                           fix="recompute the features with asrtrain features")
         want = self._frames.get(utt) if self._frames is not None else None
         if want is not None and want != mat.shape[0]:  # batching and the too-short check read the table
             raise AsrError(f"utt2num_frames says '{utt}' has {want} frames but its ark holds {mat.shape[0]}",
-                           self.feat_dir / "utt2num_frames",
+                           self.feat_dir / "utt2num_frames", self._line_of(utt, "utt2num_frames"),
                            fix="recompute the features with asrtrain features (or delete utt2num_frames)")
         if not np.isfinite(mat).all():
             raise AsrError(f"features of '{utt}' hold NaN or Inf ({spec})", self.feat_dir / "feats.scp",
+                           self._line_of(utt),
                            fix="recompute the features with asrtrain features (it drops such utterances)")
         return mat
+
+    def _line_of(self, utt: str, table: str = "feats.scp") -> Optional[int]:
+        """The line of ``table`` that names ``utt`` (looked up only when an error is raised)."""
+        from asrtrain.data.table import read_table_lines
+        try:
+            return next((no for no, key, _ in read_table_lines(self.feat_dir / table) if key == utt), None)
+        except (OSError, AsrError):
+            return None
 
     def _transform(self, utt: str) -> Optional[Tuple[np.ndarray, np.ndarray]]:
         if self._global is not None or self.config.cmvn == "none":

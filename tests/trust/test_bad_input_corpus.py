@@ -439,6 +439,22 @@ case("tokenizer-train-vocab-one", {}, "tokenizer train --text {feats}/text --out
 case("lm-train-latin1", {"t.txt": b"u1 caf\xe9\n"}, "lm train --text {tmp}/t.txt --out {tmp}/l", "not valid UTF-8")
 case("lm-train-missing", {}, "lm train --text {tmp}/none.txt --out {tmp}/l", "file not found")
 case("lm-train-order-zero", {}, "lm train --text {feats}/text --out {tmp}/l --order 0", "--order")
+# -- an output path that is a file, or lies under one: the path and the fix, not "File exists" ------------
+NOT_DIR = "exists and is not a directory"
+UNDER_FILE = "is a file where a directory was expected"
+for cid, command in [
+    ("features", "features {data} {tmp}/out"),
+    ("lm-train", "lm train --text {feats}/text --out {tmp}/out"),
+    ("tokenizer-train", "tokenizer train --text {feats}/text --out {tmp}/out"),
+    ("train", "train --train-data {feats} --tokenizer {tok}/tokenizer.model --exp-dir {tmp}/out"),
+    ("decode", "decode {exp} {feats} {tmp}/out"),
+    ("subset", "data subset {data} {tmp}/out --first 1"),
+]:
+    case(f"out-is-a-file-{cid}", {"out": "a file\n"}, command, ("{tmp}/out: ", NOT_DIR))
+    case(f"out-under-a-file-{cid}", {"out": "a file\n"}, command.replace("{tmp}/out", "{tmp}/out/sub"),
+         "{tmp}/out: " + UNDER_FILE)
+case("lm-train-text-is-a-dir", {}, "lm train --text {feats} --out {tmp}/l", "is a directory where a file was expected")
+
 case("topology-odd", {}, "topology --learners 3", "3")
 case("topology-zero", {}, "topology --learners 0", "learners")
 

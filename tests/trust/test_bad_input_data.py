@@ -296,5 +296,28 @@ def test_utt2num_frames_that_disagrees_with_the_ark_is_named(tmp_path):
     reader = FeatureReader(feats)
     reader.load_raw(rows[0].split()[0])  # the others still read
     want = f"utt2num_frames says '{utt}' has {int(n) + 7} frames but its ark holds {n}"
-    with pytest.raises(AsrError, match=want):
+    with pytest.raises(AsrError, match=want) as caught:
         reader.load_raw(utt)
+    assert caught.value.render().startswith(f"{feats / 'utt2num_frames'}:2: ")
+
+
+def test_unreadable_features_name_their_feats_scp_line(tmp_path):
+    """A feats.scp entry pointing past the end of its ark (a cut copy) names the scp line to look at."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
+    from featfix import make_feat_dir
+    from asrtrain.errors import AsrError
+    from asrtrain.features.reader import FeatureReader
+
+    feats = make_feat_dir(tmp_path / "f", 4)
+    rows = (feats / "feats.scp").read_text().splitlines()
+    utt, spec = rows[2].split()
+    ark, offset = spec.rsplit(":", 1)
+    rows[2] = f"{utt} {ark}:{int(offset) + 10 ** 9}"
+    (feats / "feats.scp").write_text("\n".join(rows) + "\n")
+    reader = FeatureReader(feats)
+    reader.load_raw(rows[0].split()[0])
+    with pytest.raises(AsrError, match=f"cannot read features of '{utt}'") as caught:
+        reader.load_raw(utt)
+    assert caught.value.render().startswith(f"{feats / 'feats.scp'}:3: ")
