@@ -34,7 +34,7 @@ from asrtrain.distributed.comm import Gossip, average_over_learners, check_gossi
 from asrtrain.distributed.ssgd import Collective, broadcast_params
 
 # The gossip group's recv waits for the next request for as long as actives take to send it
-# (validation, checkpoints); a dead peer is detected by the heartbeat in launch.PeerWatch instead.
+# (validation, checkpoints); a dead peer is detected by the heartbeat in peerwatch.PeerWatch instead.
 GOSSIP_TIMEOUT = datetime.timedelta(days=7)
 
 

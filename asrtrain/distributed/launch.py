@@ -41,13 +41,13 @@ import os
 import signal
 import socket
 import sys
-import threading
 import time
 from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
 
+from asrtrain.distributed.peerwatch import PeerWatch, get_verdict, set_verdict
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ def _supervise(procs, timeout_s: float, store=None) -> None:
                 first = (rank, procs[rank].exitcode, time.monotonic())
                 code = procs[rank].exitcode
                 if store is not None:
-                    _set_verdict(store, f"learner rank {rank} died (killed by signal {signal.Signals(-code).name})"
+                    set_verdict(store, f"learner rank {rank} died (killed by signal {signal.Signals(-code).name})"
                                  if code < 0 else f"learner rank {rank} failed (its error is logged above)")
         if first is not None and alive and time.monotonic() - first[2] > LEFTOVER_KILL_S:
             for s, rank in alive.items():
@@ -219,7 +219,7 @@ def _supervise(procs, timeout_s: float, store=None) -> None:
     log.debug("learner exit codes: %s", [p.exitcode for p in procs])
     if first is not None:
         rank, code, _ = first
-        verdict = _get_verdict(store) if store is not None and code > 0 else None
+        verdict = get_verdict(store) if store is not None and code > 0 else None
         if verdict:
             raise AsrError(f"{verdict}; the other learners stopped")
         if code < 0:
@@ -227,26 +227,6 @@ def _supervise(procs, timeout_s: float, store=None) -> None:
                            "the other learners stopped")
         raise AsrError(f"learner rank {rank} failed with exit code {code} (its error is logged above); "
                        "the other learners stopped")
-
-
-VERDICT_KEY = "asrtrain/hb/verdict"
-
-
-def _set_verdict(store, message: str) -> None:
-    """Record the first explanation of a failure (later ones do not overwrite it)."""
-    try:
-        store.compare_set(VERDICT_KEY, "", message)
-    except Exception:  # noqa: BLE001 - the store itself may be gone
-        pass
-
-
-def _get_verdict(store) -> Optional[str]:
-    try:
-        if store.check([VERDICT_KEY]):
-            return store.get(VERDICT_KEY).decode(errors="replace") or None
-    except Exception:  # noqa: BLE001
-        pass
-    return None
 
 
 def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s: float, threads: int,
@@ -320,149 +300,3 @@ def loopback_interface() -> str:
     except OSError:
         pass
     return "lo"
-
-
-class PeerFailure(AsrError):
-    """Raised in a learner's main thread when another learner stopped responding."""
-
-
-def suspended_for(prev: float, now: float, period: float) -> float:
-    """Seconds this process was suspended between two heartbeat ticks ``prev`` and ``now`` (monotonic)
-    that ``period`` apart were due; 0 unless the gap exceeds anything a busy scheduler causes (30 s, or
-    10 periods)."""
-    gap = now - prev - period
-    return gap if gap > max(30.0, 10 * period) else 0.0
-
-
-class PeerWatch:
-    """Heartbeats in the rendezvous store; names a learner whose heartbeat stops.
-
-    Every ``period`` seconds learner r increments its counter ``asrtrain/hb/<r>`` and reads all others.
-    A counter unchanged for ``dead_after`` seconds means that learner died or hung. The main thread
-    then gets a :class:`PeerFailure` (via SIGUSR1, so even a blocking sleep is interrupted); if it is
-    stuck in a collective that does not return, the process exits after ``grace`` more seconds.
-    """
-
-    def __init__(self, host: str, port: int, rank: int, world_size: int, dead_after: float,
-                 store_owner: str = "the parent process", period: float = 0.5, hang_after: float = 0.0):
-        self.rank, self.world_size = rank, world_size
-        self.hang_after = hang_after
-        self.dead_after = max(2.0, dead_after)
-        self.grace = min(10.0, self.dead_after)
-        self.period = period
-        self.failure: Optional[str] = None
-        self.muted = False
-        self._stop = threading.Event()
-        self._where = f"{host}:{port}"
-        self._owner = store_owner
-        # Our own client connection: the process group's store is used by other threads meanwhile.
-        self._raw_store = dist.TCPStore(host, port, None, False,
-                                        timeout=datetime.timedelta(seconds=self.dead_after))
-        self._store = dist.PrefixStore("asrtrain/hb", self._raw_store)
-        self._thread = threading.Thread(target=self._run, name=f"peerwatch{rank}", daemon=True)
-
-    def start_watching(self) -> None:
-        self._old_handler = None
-        if threading.current_thread() is threading.main_thread():
-            self._old_handler = signal.signal(signal.SIGUSR1, self._raise_in_main)
-        self._main_ident = threading.main_thread().ident
-        self._store.set(str(self.rank), "0")
-        # Every learner is past init_process_group, so all keys appear within moments.
-        self._store.wait([str(r) for r in range(self.world_size)], datetime.timedelta(seconds=60))
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        if self._old_handler is not None:
-            signal.signal(signal.SIGUSR1, self._old_handler)
-
-    def explain(self, err: BaseException) -> str:
-        """The one-line cause of ``err``: a dead peer if one is (or soon is) known, else ``err`` itself."""
-        if isinstance(err, PeerFailure):
-            return err.message
-        if not isinstance(err, (AsrError, KeyboardInterrupt)):
-            # A collective that failed because a peer vanished: wait for the heartbeat verdict.
-            deadline = time.monotonic() + self.dead_after + 2 * self.period
-            while self.failure is None and time.monotonic() < deadline and self._thread.is_alive():
-                time.sleep(self.period / 2)
-        if self.failure is not None:
-            return self.failure
-        if isinstance(err, AsrError):
-            return err.render()
-        if isinstance(err, KeyboardInterrupt):
-            return "interrupted (SIGINT / Ctrl-C, or the parent process was stopped)"
-        return " ".join(f"{type(err).__name__}: {err}".split())
-
-    def _raise_in_main(self, signum, frame):
-        if self.failure is not None and not self._stop.is_set() and not self.muted:
-            raise PeerFailure(self.failure)
-
-    def _declare(self, message: str) -> None:
-        self.failure = message
-        log.error("%s", message)
-        _set_verdict(self._raw_store, message)
-        if self._main_ident is not None:
-            signal.pthread_kill(self._main_ident, signal.SIGUSR1)
-        if self._stop.wait(self.grace):
-            return
-        sys.stderr.write(f"asrtrain: error: learner rank {self.rank}: {message} "
-                         f"(main thread stuck for {self.grace:.0f} s; exiting)\n")
-        sys.stderr.flush()
-        os._exit(1)
-
-    def _run(self) -> None:
-        from asrtrain.distributed.progress import Progress, find_hung, mine, note_progress
-
-        count = 0
-        others = [r for r in range(self.world_size) if r != self.rank]
-        seen = {r: (None, time.monotonic()) for r in others}
-        last = resumed = time.monotonic()
-        while not self._stop.wait(self.period):
-            count += 1
-            now = time.monotonic()
-            away = suspended_for(last, now, self.period)
-            last = now
-            if away:
-                # The whole process was stopped (Ctrl-Z, SIGSTOP, Slurm's scontrol suspend): its own clocks ran
-                # on while nothing could move. Restart them instead of blaming itself or its peers.
-                log.warning("learner %d resumed after %.0f s suspended: the heartbeat and hang clocks restart",
-                            self.rank, away)
-                note_progress()
-                seen = {r: (value, now) for r, (value, _) in seen.items()}
-                resumed = now
-            me = mine(self._main_ident)
-            try:
-                self._store.set(str(self.rank), me.encode(count))
-                values = self._store.multi_get([str(r) for r in others]) if others else []
-            except Exception as err:  # noqa: BLE001 - the store itself is gone
-                if self._stop.is_set():
-                    return
-                self._declare(f"{self._owner}, which hosts the rendezvous store at {self._where}, "
-                              "died or hung "
-                              f"({' '.join(str(err).split())[:100]})")
-                return
-            verdict = _get_verdict(self._raw_store)
-            if verdict:  # the parent (or another learner) already knows who failed
-                self._declare(verdict)
-                return
-            for r, value in zip(others, values):
-                if value != seen[r][0]:
-                    seen[r] = (value, now)
-                elif value != b"done" and now - seen[r][1] > self.dead_after:
-                    self._declare(f"learner rank {r} stopped responding for {now - seen[r][1]:.0f} s "
-                                  "(killed or hung)")
-                    return
-            if self.hang_after > 0 and now - resumed > 4 * self.period:  # peers resume and report too
-                progress = {r: p for r, v in zip(others, values) if (p := Progress.decode(v)) is not None}
-                progress[self.rank] = me
-                hung = find_hung(progress, time.time(), self.hang_after)
-                if hung is not None:
-                    self._declare(f"learner rank {hung} made no progress for "
-                                  f"{time.time() - progress[hung].wall:.0f} s while its heartbeat went on "
-                                  "(its main thread is stuck)")
-                    return
-        try:  # a learner that finished normally must not be mistaken for a dead one
-            self._store.set(str(self.rank), "done")
-        except Exception:  # noqa: BLE001
-            pass

@@ -1,6 +1,6 @@
 """Progress, not only liveness: naming the learner whose main thread is stuck while its heartbeat runs.
 
-A heartbeat (:class:`asrtrain.distributed.launch.PeerWatch`) catches a learner that died or was stopped
+A heartbeat (:class:`asrtrain.distributed.peerwatch.PeerWatch`) catches a learner that died or was stopped
 whole. A learner whose main thread deadlocks (a hung reader, a stuck device call) keeps beating, and every
 learner that depends on it soon waits in a collective: all of them stop making progress, and the one to
 name is the one that is *not* waiting for the others. So each learner publishes, with its heartbeat:
