@@ -42,7 +42,8 @@
 #                 [--strategy single|ssgd|adpsgd|h-adpsgd|adpsgd-dp|periodic|periodic-adaptive]
 #                 [--train-config conf/train_blstm4x320.yaml] [--exp exp/blstm] [--sph2pipe PATH]
 #                 [--trans-dir DIR] [--swbd-dir DIR] [--hub5-audio-dir DIR] [--hub5-text-dir DIR]
-#                 [--fisher-dirs "DIR ..."]
+#                 [--fisher-dirs "DIR ..."] [--drop-noise] [--no-acronyms]
+# --drop-noise and --no-acronyms go to `asrtrain prepare swbd` (stage 0; delete data/.stage0.done to redo it).
 # The asrtrain command is $ASRTRAIN if set (e.g. ASRTRAIN="python -m asrtrain"), else `asrtrain`.
 set -euo pipefail
 
@@ -52,6 +53,7 @@ hub5_text_dir=/export/corpora2/LDC/LDC2002T43
 trans_dir=
 fisher_dirs=
 sph2pipe=
+prep_flags=()
 stage=0
 stop_stage=100
 nj=4
@@ -75,6 +77,7 @@ while [ $# -gt 0 ]; do
     --hub5-audio-dir) hub5_audio_dir=$2; shift 2 ;;
     --hub5-text-dir) hub5_text_dir=$2; shift 2 ;;
     --fisher-dirs) fisher_dirs=$2; shift 2 ;;
+    --drop-noise|--no-acronyms) prep_flags+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "$0: unknown option '$1' (see --help)" >&2; exit 1 ;;
   esac
@@ -100,6 +103,7 @@ stage_0() {  # data preparation (Kaldi's swbd1_data_prep.sh, eval2000_data_prep.
   [ -n "$sph2pipe" ] && opts+=(--sph2pipe "$sph2pipe")
   local swbd_opts=("${opts[@]+"${opts[@]}"}")
   [ -n "$trans_dir" ] && swbd_opts+=(--trans-dir "$trans_dir")
+  swbd_opts+=("${prep_flags[@]+"${prep_flags[@]}"}")
   $asrtrain prepare swbd "$swbd_dir" data "${swbd_opts[@]+"${swbd_opts[@]}"}"
   $asrtrain prepare eval2000 "$hub5_audio_dir" "$hub5_text_dir" data/eval2000 "${opts[@]+"${opts[@]}"}"
   if [ ${#fisher_abs[@]} -gt 0 ]; then

@@ -73,6 +73,18 @@ def test_stage0_prepares_all_data_dirs(recipe):
     assert read_table(dest / "data" / "train" / "text")["sw02005-A_000020-000150"] == "uh-huh"
 
 
+def test_stage0_passes_drop_noise_and_no_acronyms_to_prepare(recipe):
+    """The transcript options the README documents reach `asrtrain prepare swbd` through run.sh."""
+    dest, opts = recipe
+    _run(dest, "--stage", "0", "--stop-stage", "0", *opts)
+    kept = " ".join(read_table(dest / "data" / "train" / "text").values())
+    assert "[laughter]" in kept and "i._b._m.'s" in kept
+    (dest / "data" / ".stage0.done").unlink()
+    _run(dest, "--stage", "0", "--stop-stage", "0", "--drop-noise", "--no-acronyms", *opts)
+    dropped = " ".join(read_table(dest / "data" / "train" / "text").values())
+    assert "[laughter]" not in dropped and "[noise]" not in dropped and "ibm's" in dropped
+
+
 def test_stage0_error_on_misnamed_corpus(recipe, tmp_path):
     dest, opts = recipe
     opts[1] = opts[3]  # the Hub5 audio directory given as Switchboard's
