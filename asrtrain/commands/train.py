@@ -10,7 +10,7 @@ import click
 
 @click.command()
 @click.option("--config", type=click.Path(path_type=Path), help="YAML config (sections features, tokenizer, "
-              "model, specaug, train, dist, decode). Every key has a default.")
+              "model, specaug, train, dist, dp, decode). Every key has a default.")
 @click.option("--strategy-config", "extra", multiple=True, type=click.Path(path_type=Path),
               help="More YAML merged on top of --config (e.g. conf/strategy/adpsgd.yaml).")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",

@@ -168,9 +168,7 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
         _learner_entry(0, 1, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device,
                        hang_after, in_process=True)
         return
-    # Spawned learners' own sockets (gloo pairs, NCCL bootstrap) also stay on the loopback interface.
-    for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
-        os.environ.setdefault(var, loopback_interface())
+    keep_sockets_on_loopback(os.environ)
     ctx = torch.multiprocessing.start_processes(
         _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device,
                               hang_after),
@@ -289,6 +287,13 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         os._exit(1)  # a dead peer can make process-group teardown hang: leave now
     watch.stop()
     dist.destroy_process_group()
+
+
+def keep_sockets_on_loopback(env) -> None:
+    """Spawned learners' own sockets (gloo pairs, NCCL bootstrap) stay on the loopback interface, as the
+    rendezvous store does; a user's GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME is kept."""
+    for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+        env.setdefault(var, loopback_interface())
 
 
 def loopback_interface() -> str:

@@ -65,3 +65,37 @@ def test_malformed_arpa_is_one_line_error(tmp_path):
     short.write_text("\\data\\\nngram 1=3\n\n\\1-grams:\n-0.3\ta\n-0.3\tb\n\\end\\\n")
     with pytest.raises(AsrError, match="holds 2 entries but .* declares 3"):
         read_arpa(short)
+
+
+def test_bigram_modified_kneser_ney_three_discounts_by_hand():
+    """A corpus whose bigram counts-of-counts define all three modified-KN discounts (Chen & Goodman):
+    every seen bigram's probability is (c - D(c)) / c(h) + gamma(h) p_lower(w), with D1, D2, D3+ and
+    gamma(h) = (D1 N1(h) + D2 N2(h) + D3+ N3+(h)) / c(h) computed here from the raw counts."""
+    import random
+    from collections import Counter
+
+    rng = random.Random(2)
+    words = [f"w{i}" for i in range(40)]
+    sents = [rng.choices(words, [1 / (i + 1) for i in range(40)], k=rng.randint(1, 6)) for _ in range(150)]
+    lm = train_ngram(sents, 2)
+    big = Counter()
+    for s in sents:
+        seq = ["<s>"] + s + [EOS]
+        big.update(zip(seq, seq[1:]))
+    n = Counter(min(c, 5) for c in big.values())
+    assert all(n[k] > 0 for k in (1, 2, 3, 4)), n
+    y = n[1] / (n[1] + 2 * n[2])
+    d = {1: 1 - 2 * y * n[2] / n[1], 2: 2 - 3 * y * n[3] / n[2], 3: 3 - 4 * y * n[4] / n[3]}
+    assert all(0 < d[k] < k + 1 for k in (1, 2, 3)), d  # valid, so the model must take the modified path
+    assert len({round(v, 9) for v in d.values()}) == 3, d
+    ctx_total, ctx_n = Counter(), Counter()
+    for (h, _), c in big.items():
+        ctx_total[h] += c
+        ctx_n[(h, min(c, 3))] += 1
+    checked = 0
+    for (h, w), c in big.items():
+        gamma = sum(d[k] * ctx_n[(h, k)] for k in (1, 2, 3)) / ctx_total[h]
+        want = (c - d[min(c, 3)]) / ctx_total[h] + gamma * 10 ** lm.logprob10((), w)
+        assert math.isclose(10 ** lm.logprob10((h,), w), want, rel_tol=1e-9), (h, w, c)
+        checked += 1
+    assert checked > 50

@@ -131,6 +131,7 @@ def test_target_epsilon_sets_sigma_at_plan_and_resume_keeps_the_accounting():
     (DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0, epsilon=3.0), "ssgd", "exactly one of"),
     (DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0, delta=1.0), "ssgd", "dp.delta"),
     (DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0), "h-adpsgd", "not supported"),
+    (DPConfig(enabled=True, clip=1.0, noise_multiplier=1.0), "periodic", "not supported"),
 ])
 def test_refusals_are_one_line(cfg, strategy, words):
     with pytest.raises(AsrError) as err:

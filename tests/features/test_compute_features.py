@@ -106,6 +106,23 @@ def test_speaker_cmvn_and_idempotence(data, tmp_path):
     np.testing.assert_array_equal(FeatureReader(out).load(utt), FeatureReader(out).load_raw(utt))
 
 
+def test_audio_replaced_in_place_is_recomputed(data, tmp_path):
+    """The .done marker stamps each audio file's size and mtime: the same data dir over new audio (a
+    re-recorded or re-converted file at the same path) computes the features again."""
+    out = tmp_path / "fbank"
+    assert run("features", data, out, "--set", "cmvn=none").exit_code == 0
+    utt, path = (data / "wav.scp").read_text().splitlines()[0].split(maxsplit=1)
+    before = FeatureReader(out).load_raw(utt)
+    audio, rate = sf.read(path, dtype="int16")
+    sf.write(path, np.ascontiguousarray(audio[::-1]), rate, subtype="PCM_16")  # same size, new samples
+    r = run("features", data, out, "--set", "cmvn=none")
+    assert r.exit_code == 0 and "already complete" not in r.stdout, r.output
+    after = FeatureReader(out).load_raw(utt)
+    assert after.shape == before.shape and not np.allclose(after, before)
+    r = run("features", data, out, "--set", "cmvn=none")  # unchanged since: skipped
+    assert "already complete" in r.stdout
+
+
 def _break(data, tmp_path):
     """Missing audio for the 2nd utterance, a truncated file for the 4th; returns their ids."""
     lines = (data / "wav.scp").read_text().splitlines()

@@ -78,6 +78,26 @@ def test_nccl_for_learners_sharing_one_gpu_is_refused_in_one_line(monkeypatch):
         resolve_backend("nccl", gpu, shared_gpu=True)
 
 
+def test_bf16_is_refused_on_a_gpu_without_native_bf16(monkeypatch):
+    """torch's own check says yes where bf16 is only emulated (a V100, slower than fp32); ours asks for
+    native support and refuses in one line naming the GPU. (CUDA faked: only the two queries.)"""
+    from asrtrain.device import check_precision
+
+    asked = []
+
+    def supported(including_emulation=True):
+        asked.append(including_emulation)
+        return including_emulation  # emulated only
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", supported)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-32GB")
+    with pytest.raises(AsrError, match="Tesla V100-SXM2-32GB has no bf16 support") as err:
+        check_precision("bf16", torch.device("cuda", 0))
+    assert asked == [False] and "fp16" in err.value.render() and "\n" not in err.value.render()
+    check_precision("fp16", torch.device("cuda", 0))  # fp16 (with its scaler) is fine there
+    check_precision("bf16", torch.device("cpu"))  # and the CPU path never asks the GPU
+    assert asked == [False]
+
+
 def test_numpy_rng_state_restores_from_a_checkpoint_mapped_onto_a_gpu():
     """--resume loads a checkpoint with map_location=the learner's device, so on a GPU every tensor in it,
     numpy's generator state included, arrives in device memory, where .numpy() raises. Stand-in: a tensor
@@ -409,6 +429,19 @@ def test_local_rendezvous_listens_on_loopback_only():
         client.close()
     finally:
         del store
+
+
+def test_spawned_learners_sockets_stay_on_loopback_unless_the_user_chose():
+    from asrtrain.distributed.launch import keep_sockets_on_loopback, loopback_interface
+
+    lo = loopback_interface()
+    assert lo in [name for _, name in socket.if_nameindex()]
+    env = {}
+    keep_sockets_on_loopback(env)
+    assert env == {"GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo}
+    env = {"NCCL_SOCKET_IFNAME": "ib0"}
+    keep_sockets_on_loopback(env)
+    assert env == {"GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": "ib0"}
 
 
 def test_prefetch_thread_binds_the_learners_gpu_before_it_pins(tmp_path, monkeypatch):
