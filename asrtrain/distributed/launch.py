@@ -241,6 +241,10 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         if store_addr is not None:  # spawned here: our rank is our index on this node
             os.environ["LOCAL_RANK"] = str(rank)
             os.environ["LOCAL_WORLD_SIZE"] = str(world_size)
+    if store_addr is not None and not in_process:
+        # Ctrl-C reaches the whole process group: the parent stops the learners it spawned and says so in
+        # one line; a learner that reported it too would add a line per rank (a race with the parent).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(max(1, threads))
     try:
         device = resolve_device(device_spec)
@@ -281,7 +285,8 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         if in_process:
             watch.stop()
             dist.destroy_process_group()  # the caller may run another job in this process
-            raise AsrError(message) from None
+            fix = "continue from the last checkpoint with --resume" if isinstance(err, KeyboardInterrupt) else None
+            raise AsrError(message, fix=fix) from None
         sys.stderr.write(f"asrtrain: error: learner rank {rank}: {message}\n")
         sys.stderr.flush()
         os._exit(1)  # a dead peer can make process-group teardown hang: leave now

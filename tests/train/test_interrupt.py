@@ -1,0 +1,57 @@
+"""Ctrl-C: one line naming the interruption and the fix, no traceback, and the last checkpoint kept
+whole for --resume. The job runs as a real process in its own session; SIGINT goes to the whole process
+group, as a terminal's Ctrl-C does (spawned learners get it too)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from featfix import make_task  # noqa: E402
+
+SETTINGS = ["model.num_layers=1", "model.hidden=24", "model.subsample=2", "train.max_frames=1500",
+            "train.warmup_steps=4", "train.epochs=1000", "train.checkpoint_every_steps=2"]
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    return make_task(tmp_path_factory.mktemp("feats"), 48, 12)
+
+
+@pytest.mark.parametrize("learners", [1, 2])
+def test_ctrl_c_gives_one_line_and_keeps_the_checkpoint(task, tmp_path, learners):
+    from asrtrain.train import checkpoint as ckpt
+
+    tr, dev, tok = task
+    exp = tmp_path / "exp"
+    cmd = [sys.executable, "-m", "asrtrain", "train", "--train-data", str(tr), "--dev-data", str(dev),
+           "--tokenizer", str(tok), "--exp-dir", str(exp), "--learners", str(learners),
+           "--strategy", "single" if learners == 1 else "ssgd"]
+    for s in SETTINGS:
+        cmd += ["--set", s]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600  # generous: a loaded 2-core machine; 10-30 s when idle
+        while not (exp / "checkpoints" / "latest").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no checkpoint within 600 s"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith("asrtrain: error: interrupted"), errors
+    assert "--resume" in errors[0]
+    tag = ckpt.latest_tag(exp)
+    for rank in range(learners):  # every learner's file of the tag `latest` names, whole (sha256)
+        assert ckpt.load(exp, tag, rank)["step"] > 0
