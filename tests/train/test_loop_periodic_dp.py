@@ -51,6 +51,10 @@ def test_adpsgd_and_ssgd_with_dp_log_epsilon_per_learner(data, tmp_path):  # noq
         assert ck["dp"]["history"] == [(sigma, q, steps)] and steps == round(2 / q)  # every step counted
         assert eps[-1] == pytest.approx(epsilon_spent([(sigma, q, steps)], 1e-3), rel=1e-3)
         assert all(torch.isfinite(t).all() for t in final(exp).values())
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        tb = EventAccumulator(str(exp / "tensorboard" / "rank1")).Reload()
+        curve = [e.value for e in tb.Scalars("train/dp_epsilon")]  # TensorBoard shows the same spending
+        assert curve and curve == sorted(curve) and 0 < curve[-1] <= eps[-1] + 1e-6, curve
 
 
 def test_dp_with_a_delta_above_one_over_n_is_refused_in_one_line(data, tmp_path):  # noqa: F811
