@@ -93,11 +93,16 @@ def os_error_line(err: OSError):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.option("-v", "--verbose", is_flag=True, help="Debug log output (by default: progress and results).")
+@click.option("-q", "--quiet", is_flag=True, help="Warnings and errors only.")
 @click.version_option(package_name="asrtrain")
-def cli(verbose: int) -> None:
-    """asrtrain: Kaldi-style recipes, BLSTM acoustic models, distributed SGD, Hub5 scoring."""
-    level = logging.DEBUG if verbose > 1 else logging.INFO
+def cli(verbose: bool, quiet: bool) -> None:
+    """asrtrain: Kaldi-style recipes, BLSTM acoustic models, distributed SGD, Hub5 scoring.
+
+    -v / -q go before the subcommand: asrtrain -q decode ..."""
+    if verbose and quiet:
+        raise click.UsageError("-v and -q contradict each other; give one")
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S", stream=sys.stderr)
 

@@ -26,9 +26,8 @@ import time
 from typing import Any, Dict, List, Optional
 
 import torch
-import torch.distributed as dist
 
-from asrtrain.distributed.base import Partition
+from asrtrain.distributed.base import Partition, new_group
 from asrtrain.distributed.comm import Gossip, average_over_learners, check_gossip_size, consensus_distance, \
     set_flat_
 from asrtrain.distributed.ssgd import Collective, broadcast_params
@@ -129,7 +128,7 @@ class ADPSGD(GossipState):
         self.params: List[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
         # Every process group is created here, in the main thread, before any thread starts.
         self._make_host_group()
-        group = dist.new_group(list(range(self.world_size)), backend="gloo", timeout=GOSSIP_TIMEOUT)
+        group = new_group(range(self.world_size), backend="gloo", timeout=GOSSIP_TIMEOUT)
         if self.sync_initial_weights:
             broadcast_params(self.params, src=0)
         self._start_gossip(list(range(self.world_size)), group)

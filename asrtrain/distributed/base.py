@@ -42,10 +42,11 @@ batch and member ``m`` of the group takes the ``m``-th of ``group_size`` slices.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 import torch
 
@@ -58,13 +59,39 @@ def set_group_timeout(timeout: Optional[datetime.timedelta]) -> None:
     _group_timeout = timeout
 
 
-def new_group(ranks: Sequence[int], backend: Optional[str] = None):
-    """``dist.new_group`` with the default group's timeout. torch gives a group made without one its
-    backend's default (gloo 30 min, NCCL 10 min), not the world's: an NCCL job's host group and every
-    H-ADPSGD group would wait 30 min where ``dist.timeout_s`` says 60 s."""
+def new_group(ranks: Sequence[int], backend: Optional[str] = None,
+              timeout: Optional[datetime.timedelta] = None):
+    """``dist.new_group`` with the default group's timeout unless ``timeout`` is given. torch gives a group
+    made without one its backend's default (gloo 30 min, NCCL 10 min), not the world's: an NCCL job's host
+    group and every H-ADPSGD group would wait 30 min where ``dist.timeout_s`` says 60 s."""
     import torch.distributed as dist
 
-    return dist.new_group(list(ranks), backend=backend, timeout=_group_timeout)
+    with native_stdout_to_stderr():
+        return dist.new_group(list(ranks), backend=backend, timeout=timeout or _group_timeout)
+
+
+@contextlib.contextmanager
+def native_stdout_to_stderr() -> Iterator[None]:
+    """Send what native code prints on stdout to stderr for the block. Gloo prints "[Gloo] Rank 0 is
+    connected to N peer ranks..." on stdout whenever it makes a group, and stdout is where commands give
+    their result (``model=$(asrtrain train ...)`` must read one path). Python's own stdout is flushed
+    first and C's stdio (which C++'s std::cout writes through) before fd 1 is put back."""
+    import ctypes
+    import os
+    import sys
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        try:
+            ctypes.CDLL(None).fflush(None)
+        except (OSError, AttributeError):
+            pass
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 @dataclass(frozen=True)

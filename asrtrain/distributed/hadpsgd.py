@@ -77,7 +77,7 @@ class HADPSGD(GossipState):
                            for k in range(self.G)]
             self.count_group = host_groups[self.g]
         leaders = [k * self.M for k in range(self.G)]
-        gossip_group = dist.new_group(leaders, backend="gloo", timeout=GOSSIP_TIMEOUT)
+        gossip_group = new_group(leaders, backend="gloo", timeout=GOSSIP_TIMEOUT)
         if self.sync_initial_weights:
             broadcast_params(self.params, src=0)
         else:

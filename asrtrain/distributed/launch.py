@@ -232,7 +232,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
     """Body of one learner: bind its device, join the group, watch the peers, run ``fn``, report one
     line on error."""
     from asrtrain.device import bind_device, resolve_device, shares_gpu
-    from asrtrain.distributed.base import set_group_timeout
+    from asrtrain.distributed.base import native_stdout_to_stderr, set_group_timeout
 
     if not in_process:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -261,7 +261,8 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
     tmo = datetime.timedelta(seconds=timeout_s)
     set_group_timeout(tmo)  # the strategies' own groups wait as long as the default one
     if store_addr is None:  # torchrun / srun: the env:// rendezvous
-        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size, timeout=tmo)
+        with native_stdout_to_stderr():  # gloo's connection line is not the command's output
+            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size, timeout=tmo)
         host, port = os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT", "29500"))
         # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE); bare env:// makes rank 0 host it
         agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
@@ -272,7 +273,8 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
             os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK=str(rank),
                               WORLD_SIZE=str(world_size))
         store = dist.TCPStore(host, port, None, False, timeout=tmo)
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
+        with native_stdout_to_stderr():  # gloo's connection line is not the command's output
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
         store_owner = "the parent process"
     watch = PeerWatch(host, port, rank, world_size, dead_after=min(timeout_s / 2, MAX_DEAD_AFTER_S),
                       store_owner=store_owner, hang_after=hang_after)

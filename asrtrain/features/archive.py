@@ -227,7 +227,7 @@ def _run_jobs(jobs: List[_Job], progress: Progress) -> List[Dict]:
                 log.debug("feature job %d crashed:\n%s", j + 1, payload)
                 last = payload.strip().splitlines()[-1] if payload.strip() else "no message"
                 raise AsrError(f"feature job {j + 1} crashed: {last}",
-                               fix="please report this bug with the output of asrtrain -vv features ...")
+                               fix="please report this bug with the output of asrtrain -v features ...")
     finally:
         for p in procs:
             if p.is_alive() and len(results) < len(jobs):

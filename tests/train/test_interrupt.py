@@ -55,3 +55,18 @@ def test_ctrl_c_gives_one_line_and_keeps_the_checkpoint(task, tmp_path, learners
     tag = ckpt.latest_tag(exp)
     for rank in range(learners):  # every learner's file of the tag `latest` names, whole (sha256)
         assert ckpt.load(exp, tag, rank)["step"] > 0
+
+
+@pytest.mark.parametrize("learners,strategy", [(1, "single"), (2, "adpsgd")])
+def test_stdout_holds_only_the_model_path(task, tmp_path, learners, strategy):
+    """`model=$(asrtrain train ...)` reads one line: gloo's "[Gloo] Rank 0 is connected to ..." (printed
+    on stdout by native code whenever a group is made, in every learner) goes to stderr."""
+    tr, dev, tok = task
+    exp = tmp_path / "exp"
+    cmd = [sys.executable, "-m", "asrtrain", "train", "--train-data", str(tr), "--dev-data", str(dev),
+           "--tokenizer", str(tok), "--exp-dir", str(exp), "--learners", str(learners), "--strategy", strategy]
+    for s in SETTINGS[:-2] + ["train.epochs=1"]:
+        cmd += ["--set", s]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == f"{exp / 'final.pt'}\n", res.stdout
