@@ -13,7 +13,7 @@ import math
 import typing
 from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import yaml
 
@@ -46,8 +46,9 @@ def coerce_value(value: Any, typ: Any, where: str, path: Optional[str], line: Op
             return value
     else:
         return value
-    raise AsrError(f"{where} must be {typ.__name__}, got {value!r}", path, line,
-                   fix=f"give {where} a {typ.__name__} value")
+    name = typ.__name__
+    raise AsrError(f"{where} must be {name}, got {value!r}", path, line,
+                   fix=f"give {where} {'an' if name[0] in 'aeiou' else 'a'} {name} value")
 
 
 def _build(cls, data: Any, prefix: str, path: Optional[str], lines: Dict[str, int]):
@@ -155,8 +156,9 @@ def section_from_dict(cls, data: Dict[str, Any], path: Optional[str] = None):
     return obj
 
 
-def load_section(cls, path: Optional[Path], overrides: Iterable[str] = ()):
-    """Load one section from a YAML file holding just that section's keys."""
+def load_section(cls, path: Optional[Path], overrides: Iterable[str] = (), section: str = ""):
+    """Load one section from a YAML file holding just that section's keys, then ``overrides``
+    (``key=value``; with ``section``, ``section.key=value`` too, the spelling ``train --set`` uses)."""
     data: Dict[str, Any] = {}
     lines: Dict[str, int] = {}
     spath = None
@@ -168,7 +170,7 @@ def load_section(cls, path: Optional[Path], overrides: Iterable[str] = ()):
                            fix=f"write one '{fields(cls)[0].name}: ...' line per option")
     set_keys = set()
     for item in overrides:
-        key, value = parse_override(item)
+        key, value = _section_override(cls, item, section)
         data[key] = value
         set_keys.add(key)
     obj = _build(cls, data, "", spath, lines)
@@ -183,5 +185,33 @@ def load_section(cls, path: Optional[Path], overrides: Iterable[str] = ()):
     return obj
 
 
-__all__ = ["coerce_value", "field_type", "load_config", "load_section", "override_item", "save_config",
-           "section_from_dict", "to_dict"]
+#: FeatureConfig keys that say how input audio was admitted, not what the features are: an exp dir from
+#: before resampling became opt-in (``resample: true``) decodes features computed since.
+NOT_FEATURE_DEFINING = frozenset({"resample"})
+
+
+def feature_differences(got: Any, want: Any) -> List[str]:
+    """``"key: got vs want"`` for each feature-defining key where two FeatureConfigs differ (empty when
+    the features are the same kind of features); what ``train --dev-data`` and ``decode`` check."""
+    a, b = to_dict(got), to_dict(want)
+    return [f"{k}: {a.get(k)} vs {b[k]}" for k in b if k not in NOT_FEATURE_DEFINING and a.get(k) != b[k]]
+
+
+def _section_override(cls, item: str, section: str) -> Tuple[str, Any]:
+    """One ``--set`` of :func:`load_section`: ``key=value`` or ``section.key=value``, as (key, value)."""
+    numeric = [f for f in fields(cls) if type(f.default) in (int, float)] or list(fields(cls))
+    prefix = section + "." if section else ""
+    example = f"--set {prefix}{numeric[0].name}={numeric[0].default}"
+    if "=" not in item:
+        raise AsrError(f"override {item!r} is not of the form {prefix}key=value", fix=f"write e.g. {example}")
+    key, value = parse_override(item)
+    if section and key.startswith(prefix):
+        key = key[len(prefix):]
+    elif "." in key:
+        raise AsrError(f"override {item!r}: only the {section or 'section'} keys can be set here",
+                       fix=f"write e.g. {example}")
+    return key, value
+
+
+__all__ = ["NOT_FEATURE_DEFINING", "coerce_value", "feature_differences", "field_type", "load_config",
+           "load_section", "override_item", "save_config", "section_from_dict", "to_dict"]

@@ -15,10 +15,13 @@ def data() -> None:
 @data.command(short_help="Check a data dir (validate_data_dir.sh).")
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.option("--no-audio", is_flag=True, help="Skip checking that audio files exist and segments fit them.")
-def validate(data_dir: Path, no_audio: bool) -> None:
+@click.option("--no-text", is_flag=True,
+              help="Accept a dir without a text file (a dir with no transcripts), as validate_data_dir.sh "
+                   "--no-text; a text file that is there is still checked.")
+def validate(data_dir: Path, no_audio: bool, no_text: bool) -> None:
     """Check DATA_DIR as validate_data_dir.sh does; exit 1 with the first problem (others are logged)."""
     from asrtrain.data.validate import validate as run
-    d = run(data_dir, audio=not no_audio)
+    d = run(data_dir, audio=not no_audio, text=not no_text)
     click.echo(f"{data_dir}: OK ({len(d.utt2spk)} utterances, {len(d.spk2utt)} speakers, "
                f"{len(d.wav_scp)} recordings)")
 
@@ -30,11 +33,15 @@ def fix(data_dir: Path, no_audio: bool) -> None:
     """Repair DATA_DIR in place as fix_data_dir.sh does.
 
     The replaced files are kept in DATA_DIR/.backup; a later fix never overwrites it (unlike
-    fix_data_dir.sh) but keeps its own in DATA_DIR/.backup.1, .backup.2, ... A fix that would drop every
-    utterance is an error and leaves DATA_DIR as it was.
+    fix_data_dir.sh) but keeps its own in DATA_DIR/.backup.1, .backup.2, ... A dir that needs no fix is
+    left untouched (no backup). A fix that would drop every utterance is an error and leaves DATA_DIR as
+    it was.
     """
     from asrtrain.data.validate import fix as run
     report = run(data_dir, audio=not no_audio)
+    if report.report_path is None:
+        click.echo(f"{data_dir}: nothing to fix ({report.utts_in} utterances); no file changed, no backup")
+        return
     click.echo(f"{data_dir}: {report.utts_in} utterances in, {report.utts_out} out; "
                f"report in {report.report_path}; replaced files kept in {report.backup_path}")
 
@@ -45,8 +52,9 @@ def fix(data_dir: Path, no_audio: bool) -> None:
 @click.option("--utt-list", type=click.Path(path_type=Path), help="Keep the utterances listed in this file.")
 @click.option("--spk-list", type=click.Path(path_type=Path),
               help="Keep all utterances of the listed speakers.")
-@click.option("--first", type=int, help="Keep the first N utterances (sorted order).")
-@click.option("--last", type=int, help="Keep the last N utterances (sorted order).")
+@click.option("--first", type=int, help="Keep the first N utterances (sorted order); N above the dir's count "
+              "is an error, as in subset_data_dir.sh.")
+@click.option("--last", type=int, help="Keep the last N utterances (sorted order); N at most the count.")
 def subset(data_dir: Path, out_dir: Path, utt_list, spk_list, first, last) -> None:
     """Write a subset of DATA_DIR to OUT_DIR (subset_data_dir.sh); give exactly one selector. OUT_DIR must
     differ from DATA_DIR, and a selection of no utterances is an error."""

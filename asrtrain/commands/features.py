@@ -15,8 +15,9 @@ import click
               help="Parallel jobs (processes, one thread each).")
 @click.option("--conf", type=click.Path(path_type=Path), default=None,
               help="YAML file of feature options (FeatureConfig keys, Kaldi names, e.g. num_mel_bins: 80).")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override one feature option, e.g. --set sample_rate=8000 (repeatable).")
+@click.option("--set", "overrides", multiple=True, metavar="[features.]KEY=VALUE",
+              help="Override one feature option, e.g. --set features.sample_rate=8000 (as train --set "
+                   "spells it) or --set sample_rate=8000 (repeatable).")
 @click.option("--skip-bad", is_flag=True,
               help="Drop bad utterances and list them in OUT_DIR/bad_utts.txt instead of stopping.")
 def features(data_dir: Path, out_dir: Path, nj: int, conf: Optional[Path], overrides: Tuple[str, ...],
@@ -28,7 +29,7 @@ def features(data_dir: Path, out_dir: Path, nj: int, conf: Optional[Path], overr
     from asrtrain.features.archive import compute_features
     if nj < 1:
         raise AsrError(f"--nj must be >= 1, got {nj}")
-    cfg = load_section(FeatureConfig, conf, overrides)
+    cfg = load_section(FeatureConfig, conf, overrides, section="features")
     s = compute_features(data_dir, out_dir, cfg, nj=nj, skip_bad=skip_bad)
     state = ("already complete" if s.skipped
              else f"{s.audio_seconds:.1f} s of audio, {s.x_realtime:.0f}x real time")

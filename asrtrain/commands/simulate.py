@@ -65,7 +65,8 @@ def _learner_counts(text: str) -> List[int]:
               help="Comma-separated: ssgd, adpsgd[-random][-dbo], h-adpsgd[-random][-dbo].")
 @click.option("--learners", default="",
               help="Comma-separated learner counts (default: 1, 2, 4 ... --max-learners).")
-@click.option("--max-learners", type=int, default=1024, show_default=True)
+@click.option("--max-learners", type=int, default=1024, show_default=True,
+              help="Largest learner count of the default --learners (1, 2, 4, ... up to this).")
 @click.option("--balance", type=click.Choice(["static", "dynamic"]), default="static", show_default=True,
               help="How adpsgd/h-adpsgd learners share an epoch's batches (train.balance).")
 @click.option("--step-s", type=float, help="Mean seconds of one learner's step [published: 0.175].")
@@ -99,7 +100,7 @@ def simulate(strategies: str, learners: str, max_learners: int, balance: str, pl
              epochs: int, **over) -> None:
     """Print time per epoch, speed-up, MB sent per learner and staleness; optionally plot the speed-up."""
     from asrtrain.distributed import simreport as sr
-    from asrtrain.distributed.simulate import Link, parse_plan, single_epoch_s, sweep
+    from asrtrain.distributed.simulate import Link, parse_plan, simulate_epoch, single_epoch_s, sweep
 
     _check_options(over, max_learners, epochs)
     ns = _learner_counts(learners) or sr.powers_of_two(max_learners)
@@ -121,11 +122,23 @@ def simulate(strategies: str, learners: str, max_learners: int, balance: str, pl
                 oversub_overhead=over["oversub_overhead"] or 0.0)
     plans = [parse_plan(s, balance) for s in strategies.split(",") if s.strip()]
     results = sweep(plans, ns, w, c)
+    skipped = sr.not_simulated([p.label for p in plans], ns, results)
+    for label, counts in skipped:
+        if len(counts) == len(ns):  # nothing to show for this strategy: say why, as topology does
+            plan = next(p for p in plans if p.label == label)
+            try:
+                simulate_epoch(plan, counts[0], w, c)
+            except AsrError as err:
+                raise AsrError(f"--strategies {label} --learners {','.join(map(str, counts))}: {err.message}",
+                               fix="give learner counts it can run on, e.g. --learners 2,4,8") from None
     click.echo(f"# predictions (a model, not measurements): step {w.step_s:.4g} s, "
                f"{w.batches} batches/epoch, "
                f"{w.model_bytes / 1e6:.1f} MB model, {c.learners_per_node} learners/node"
                + (f", {c.cores_per_node} shared cores/node" if c.cores_per_node else ""))
     click.echo(sr.table(results))
+    for label, counts in skipped:
+        click.echo(f"# not simulated: {label} on {', '.join(map(str, counts))} learners (gossip needs an "
+                   "even number of groups)")
     one = single_epoch_s(w)
     click.echo(f"# one learner: {one:.1f} s per epoch, {epochs * one / 3600:.1f} h for {epochs} epochs")
     if plot_path:

@@ -16,4 +16,9 @@ import click
 def topology(learners: int, schedule: str, largest: int) -> None:
     """Print the spectral gap of the schedule's (expected) mixing matrix and a table over N."""
     from asrtrain.distributed.topology import report
+    from asrtrain.errors import AsrError
+    if learners < 2 or learners % 2:  # before report(): its refusal names train's --strategy
+        raise AsrError(f"--learners {learners}: an ADPSGD ring needs an even number of learners (>= 2) to "
+                       "split into active and passive halves",
+                       fix=f"give an even --learners, e.g. --learners {max(2, learners + learners % 2)}")
     click.echo(report(learners, schedule, largest))

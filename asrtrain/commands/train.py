@@ -16,9 +16,11 @@ import click
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
               help="Override one config value, e.g. --set train.lr=0.002 (repeatable).")
 @click.option("--train-data", required=True, type=click.Path(path_type=Path), help="Feature dir to train on.")
-@click.option("--dev-data", type=click.Path(path_type=Path), help="Feature dir for the validation loss.")
+@click.option("--dev-data", type=click.Path(path_type=Path), help="Feature dir for the validation loss "
+              "(computed with the same feature options as --train-data).")
 @click.option("--tokenizer", type=click.Path(path_type=Path), help="tokenizer.model (CTC training).")
-@click.option("--alignments", help="Kaldi ali-to-pdf ark/scp of frame labels (CE training, --loss ce).")
+@click.option("--alignments", type=click.Path(), help="Kaldi ali-to-pdf .ark or .scp of frame labels (CE "
+              "training, --loss ce; an ark: or scp: prefix is accepted).")
 @click.option("--loss", type=click.Choice(["ctc", "ce"]), help="Shorthand for --set model.loss=...")
 @click.option("--exp-dir", required=True, type=click.Path(path_type=Path), help="Where the run is written.")
 @click.option("--strategy", type=click.Choice(["single", "ssgd", "adpsgd", "h-adpsgd", "periodic"]),
@@ -35,8 +37,10 @@ import click
               "(train.device; cuda:N puts every local learner on GPU N).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]),
               help="train.precision: autocast bf16 or fp16 (with a gradient scaler); losses stay fp32.")
-@click.option("--resume", is_flag=True, help="Continue from the exp dir's latest checkpoint.")
-@click.option("--restart", is_flag=True, help="Delete the exp dir's earlier checkpoints and start over.")
+@click.option("--resume", is_flag=True, help="Continue from the exp dir's latest checkpoint (a finished run: "
+              "nothing to do; with a larger --set train.epochs=N: train on to N epochs).")
+@click.option("--restart", is_flag=True, help="Delete the exp dir's earlier run (checkpoints, final.pt, "
+              "train.log, tensorboard/, curves.png) and start over.")
 @click.option("--stop-after-steps", type=int, default=0, hidden=True,
               help="Testing: stop abruptly after this many steps, as if killed.")
 def train(config: Optional[Path], extra: Tuple[Path, ...], overrides: Tuple[str, ...], train_data: Path,

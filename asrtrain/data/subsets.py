@@ -35,7 +35,8 @@ def subset(path: PathLike, out: PathLike, *, utt_list: Optional[PathLike] = None
            spk_list: Optional[PathLike] = None) -> DataDir:
     """Write a subset of a data dir to ``out`` (subset_data_dir.sh). Exactly one selector is given:
     ``utt_list`` / ``spk_list`` (files whose first field is an id), or the ``first`` / ``last`` N
-    utterances in sorted order. Ids listed but absent are counted and logged."""
+    utterances in sorted order (N above the count is an error, as in subset_data_dir.sh). Ids listed but
+    absent are counted and logged."""
     chosen = [x is not None for x in (utt_list, first, last, spk_list)]
     if sum(chosen) != 1:
         raise AsrError("give exactly one of --utt-list, --first, --last, --spk-list")
@@ -55,6 +56,11 @@ def subset(path: PathLike, out: PathLike, *, utt_list: Optional[PathLike] = None
         n = first if first is not None else last
         if n < 0:
             raise AsrError(f"--first/--last must be >= 0, got {n}")
+        if n > len(utts):
+            option = "--first" if first is not None else "--last"
+            raise AsrError(f"{option} {n}: the data dir has only {len(utts)} utterances (subset_data_dir.sh "
+                           "refuses to subset to more than it has)", Path(path) / "utt2spk",
+                           fix=f"ask for {option} {len(utts)} or fewer, or copy the whole dir")
         missing = []
         sel = utts[:n] if first is not None else utts[max(0, len(utts) - n):] if n else []
     if missing:

@@ -7,13 +7,16 @@
 - The symbols ``<s>``, ``</s>`` (the LM's sentence boundaries) and ``#0`` (validate_data_dir.sh); we refuse
   every ``#<digits>`` token, the disambiguation symbols of a Kaldi lang dir.
 - Non-UTF-8 bytes are refused when the file is read (:func:`asrtrain.data.table.iter_lines`).
+- A repeated utterance id (:func:`repeated_id`): the readers of ``tokenizer train --text`` and
+  ``lm train --text`` take the first word of a line as its id, so a file of plain sentences would lose
+  every sentence's first word; their ids repeat (``the``, ``what``), which is how such a file is told apart.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Optional
+from typing import Dict, Optional
 
 RESERVED = ("<s>", "</s>")
 DISAMBIG = re.compile(r"#\d+")
@@ -33,3 +36,18 @@ def text_line_problem(line: str) -> Optional[str]:
             return (f"the transcript holds '{word}', reserved for the LM's sentence boundaries and "
                     f"disambiguation symbols (validate_data_dir.sh refuses <s>, </s> and #0)")
     return None
+
+
+#: The fix for a text file that is not ``<utt-id> <words...>``.
+PLAIN_TEXT_FIX = ("the file must be Kaldi text, '<utt-id> <words...>'; give plain sentences ids first, e.g. "
+                  "awk '{printf \"utt%08d %s\\n\", NR, $0}' plain.txt > text")
+
+
+def repeated_id(seen: Dict[str, int], key: str, no: int) -> Optional[str]:
+    """Why line ``no``, whose id is ``key``, is refused when an earlier line had that id (``seen`` maps
+    id -> first line and is updated), or None."""
+    first = seen.setdefault(key, no)
+    if first == no:
+        return None
+    return (f"duplicate utterance id '{key}' (first on line {first}): the first word of each line is read "
+            "as its id, not as a word")

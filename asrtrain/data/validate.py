@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -25,14 +26,21 @@ log = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------------------------------------
 # Validation
 
-def find_problems(path: PathLike, audio: bool = True) -> List[Problem]:
+def find_problems(path: PathLike, audio: bool = True, text: bool = False) -> List[Problem]:
     """Everything validate_data_dir.sh checks, as a list of problems (empty = valid).
 
     With ``audio``, plain audio files must exist and segments must end within the recording
-    (durations from soundfile headers; pipes are not run).
+    (durations from soundfile headers; pipes are not run). With ``text``, the dir must have a ``text``
+    file, as validate_data_dir.sh requires unless ``--no-text``; the tools that only select or
+    transform a dir (subset, split, perturb, features) do not ask for it.
     """
     path = Path(path)
     tables, lines, problems = load_tables(path)
+    if text and not (path / "text").exists():
+        problems.append(Problem(str(path / "text"), None, "missing text (the transcripts; "
+                                "validate_data_dir.sh requires it unless --no-text)",
+                                "write text, one '<utt-id> <words...>' line per utterance, or pass --no-text "
+                                "for a dir without transcripts"))
     for required in ("utt2spk", "spk2utt"):
         if required not in tables and not any(p.path == str(path / required) for p in problems):
             problems.append(Problem(str(path / required), None, f"missing {required}",
@@ -231,15 +239,16 @@ def first_error(problems: Sequence[Problem]) -> AsrError:
     return err
 
 
-def validate(path: PathLike, audio: bool = True) -> DataDir:
+def validate(path: PathLike, audio: bool = True, text: bool = False) -> DataDir:
     """Check a data dir as validate_data_dir.sh does; raise AsrError on the first problem.
 
-    Returns the DataDir. Every further problem is logged as a warning first.
+    Returns the DataDir. Every further problem is logged as a warning first. ``text``: require the
+    ``text`` file (``asrtrain data validate`` does unless ``--no-text``, as validate_data_dir.sh).
     """
     path = Path(path)
     if not path.is_dir():
         raise AsrError("data dir not found", path, fix="check the path")
-    problems = find_problems(path, audio=audio)
+    problems = find_problems(path, audio=audio, text=text)
     if problems:
         raise first_error(problems)
     data = read_datadir(path)
@@ -261,12 +270,24 @@ def backup_dir(path: Path) -> Path:
     return out
 
 
+def _writes_nothing_new(fixed: DataDir, path: Path, names: Sequence[str]) -> bool:
+    """True when writing ``fixed`` would leave every file of ``path`` byte for byte as it is."""
+    with tempfile.TemporaryDirectory(prefix=".fix-", dir=path) as tmp:
+        out = Path(tmp)
+        if (path / "wav.scp").exists():  # write_datadir keeps an existing wav.scp, even an empty one
+            (out / "wav.scp").touch()
+        write_datadir(fixed, out)
+        return all((path / n).exists() == (out / n).exists()
+                   and (not (out / n).exists() or (path / n).read_bytes() == (out / n).read_bytes())
+                   for n in names)
+
+
 @dataclass
 class FixReport:
     utts_in: int
     utts_out: int
     dropped: List[Tuple[str, str]]  # (id, reason)
-    report_path: Optional[Path] = None
+    report_path: Optional[Path] = None  # None: nothing to fix, no file written
     backup_path: Optional[Path] = None  # where the replaced files were kept
 
 
@@ -277,8 +298,9 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
     have an empty transcript, a malformed record, a missing audio file or a segment outside the
     recording), keeps only recordings and speakers still used, and regenerates spk2utt. The original
     files go to ``DIR/.backup/`` (a later fix to ``.backup.1``, ``.backup.2``, ...: :func:`backup_dir`);
-    ``DIR/fix_report.txt`` lists every dropped id and why. A fix that would drop every utterance raises
-    AsrError and leaves the dir as it was.
+    ``DIR/fix_report.txt`` lists every dropped id and why. A dir fix would leave as it is gets no backup
+    and no report (``report_path`` None). A fix that would drop every utterance raises AsrError and
+    leaves the dir as it was.
     Non-UTF-8 files cannot be repaired here and raise AsrError.
     """
     path = Path(path)
@@ -316,9 +338,14 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
         raise AsrError(f"fix would drop all {len(all_utts)} utterances (e.g. '{first[0]}': {first[1]}); "
                        "the data dir is left as it was", path,
                        fix="repair the files (asrtrain data validate DIR names the problems), then fix again")
+    names = ALL_FILES + tuple(data.extra)
+    if not dropped and not duplicates and _writes_nothing_new(fixed, path, names):
+        log.info("fix %s: nothing to fix (%d utterances, every file already as fix writes it)", path,
+                 len(keep))
+        return FixReport(len(keep), len(keep), [])
     backup = backup_dir(path)
     backup.mkdir()
-    for name in ALL_FILES + tuple(data.extra):
+    for name in names:
         if (path / name).exists():
             shutil.copy2(path / name, backup / name)
     write_datadir(fixed, path)

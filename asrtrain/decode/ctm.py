@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from asrtrain.text.tokenizer import UNK_WORD
 
 Word = Tuple[str, float, float]  # (word, start_s, dur_s) relative to the utterance
 
 
-def words_with_times(pieces: Sequence[str], frames: Sequence[int], frame_s: float) -> List[Word]:
+def words_with_times(pieces: Sequence[str], frames: Sequence[int], frame_s: float,
+                     unk_piece: Optional[str] = None) -> List[Word]:
     """Group sentencepiece pieces into words ('▁' starts a word); a word spans from its first piece's
-    frame to one frame past its last piece's frame."""
+    frame to one frame past its last piece's frame. ``unk_piece`` (the tokenizer's unknown piece) is a
+    word of its own, written ``<unk>``, as :meth:`asrtrain.text.tokenizer.Tokenizer.decode` writes it."""
     words: List[Word] = []
     cur, start, end = "", None, None
     for piece, f in zip(pieces, frames):
+        if piece == unk_piece:
+            if cur:
+                words.append((cur, start * frame_s, (end + 1 - start) * frame_s))
+                cur, start = "", None
+            words.append((UNK_WORD, f * frame_s, frame_s))
+            continue
         if piece.startswith("\u2581") and cur:
             words.append((cur, start * frame_s, (end + 1 - start) * frame_s))
             cur, start = "", None

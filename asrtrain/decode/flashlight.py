@@ -13,6 +13,9 @@ to load into Python: KenLM reads the ARPA file itself. What differs, and how it 
   ``lm_weight * ln 10``; ``word_bonus`` is flashlight's ``word_score``. KenLM cannot load a unigram ARPA.
 * Flashlight scores a word when its last piece is emitted (ours: when the next word starts) and adds a
   unigram look-ahead while a word is spelled; hypotheses are merged with log-add, as ours sums paths.
+* The end is the same: only hypotheses at a word's end compete unless none is (``decodeEnd``); then the
+  winner's unfinished word, which flashlight leaves out of its words but not of its tokens, is left out
+  of the tokens too, as ours does.
 * Silence: flashlight needs a silence token, sentencepiece has none; it gets an extra emission column
   that is never likely (``-1e4``). Flashlight holds a finished word on that silence token only, so a
   word's last piece peaking over two frames must pay blank (or a spurious word) for the second frame.
@@ -81,6 +84,9 @@ class FlashlightSearch:
 
         self.blank = blank
         self.sil = len(pieces)
+        self.word_start = [p.startswith("\u2581") for p in pieces]
+        self.pieces = list(pieces)
+        self.unfinished: List[str] = []  # unfinished last words left out, one per utterance (callers count)
         sil_name = "<sil>"
         while sil_name in pieces:
             sil_name = "<" + sil_name + ">"
@@ -125,4 +131,8 @@ class FlashlightSearch:
         # flashlight's path starts with its initial silence node: timestep i is frame i - 1
         pairs = [(int(k), int(t) - 1) for k, t in zip(h.tokens.tolist(), h.timesteps.tolist())
                  if k != self.sil]
+        starts = [i for i, (k, _) in enumerate(pairs) if self.word_start[k]]
+        if len(starts) > len(h.words):  # it ends inside a word (every spelling starts with a ▁ piece)
+            self.unfinished.append("".join(self.pieces[k] for k, _ in pairs[starts[-1]:]).lstrip("\u2581"))
+            pairs = pairs[:starts[-1]]
         return [k for k, _ in pairs], [t for _, t in pairs], float(h.score)

@@ -5,7 +5,13 @@ words of the vocabulary, and each finished word adds ``lm_weight * ln p(word | h
 (shallow fusion). Words are spelled by any sequence of sentencepiece pieces, not only the tokenizer's
 canonical one: a piece starting with ``▁`` starts a word, others continue it, and the word so far must be
 a prefix of a vocabulary word. A word is scored when the next one starts or the utterance ends (then
-``</s>`` is scored too); a hypothesis ending inside a word is dropped.
+``</s>`` is scored too).
+
+The end, as flashlight's ``LexiconDecoder::decodeEnd`` (and a Kaldi graph, whose only final states are
+word ends): hypotheses of the last beam that end inside a word do not compete while any hypothesis ends
+at a word's end. When none does (a beam too narrow, or a model too weak, to keep one), all compete
+without their unfinished word, which is left out of the output (its tokens and frames): it was never
+scored as a word, and a closed-vocabulary search outputs only vocabulary words.
 
 Open vocabulary (``oov_penalty`` set; the default ``None`` keeps the search closed): a word may also be
 spelled outside the vocabulary, as ESPnet's or Kaldi's ``<unk>``-aware systems let a letter or piece model
@@ -50,33 +56,37 @@ class _Hyp:
     lm: float  # LM and word-bonus part, words finished so far
     state: tuple  # LM state after the finished words
     partial: str  # the word being spelled
+    word_at: int  # where its tokens begin in the prefix
 
 
 def lexicon_beam_search(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: int = 16,
                         lm_weight: float = 0.5, word_bonus: float = 0.0, blank: int = 0,
                         prune: float = -10.0, token_beam: int = 10,
-                        oov_penalty: Optional[float] = None) -> Tuple[List[int], List[int], float]:
+                        oov_penalty: Optional[float] = None,
+                        unfinished: Optional[List[str]] = None) -> Tuple[List[int], List[int], float]:
     """Best vocabulary-constrained path through ``log_probs`` (T, V); ``lm`` is an
     :class:`asrtrain.lm.ngram.NgramLM` or ``None`` (vocabulary constraint and word bonus only).
     ``oov_penalty`` (a log score, e.g. -8) opens the vocabulary (module docstring); ``None`` keeps it closed.
+    ``unfinished``: as :func:`lexicon_nbest`'s.
 
     Per frame, only the ``token_beam`` most likely tokens with a log-probability above ``prune`` extend
     the ``beam`` hypotheses."""
     return lexicon_nbest(log_probs, lexicon, lm, beam, lm_weight, word_bonus, blank, prune, token_beam,
-                         oov_penalty, nbest=1)[0]
+                         oov_penalty, nbest=1, unfinished=unfinished)[0]
 
 
 def lexicon_nbest(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: int = 16, lm_weight: float = 0.5,
                   word_bonus: float = 0.0, blank: int = 0, prune: float = -10.0, token_beam: int = 10,
-                  oov_penalty: Optional[float] = None,
-                  nbest: int = 1) -> List[Tuple[List[int], List[int], float]]:
+                  oov_penalty: Optional[float] = None, nbest: int = 1,
+                  unfinished: Optional[List[str]] = None) -> List[Tuple[List[int], List[int], float]]:
     """The ``nbest`` best hypotheses of :func:`lexicon_beam_search`'s final beam (at most ``beam``), best
     first, each ``(tokens, frames, score)`` with its words finished and ``</s>`` scored; distinct token
     sequences (two spellings of the same words are two entries). When every hypothesis ends inside a word,
-    the one best as it is (its score without the unfinished word)."""
+    they compete without their unfinished words (module docstring), and the best one's unfinished word is
+    appended to ``unfinished`` when it is given (callers count such utterances)."""
     check_search(beam)
     begin = lm.begin_state() if lm is not None else ()
-    beams: Dict[Tuple[int, ...], _Hyp] = {(): _Hyp(0.0, NEG_INF, (), 0.0, begin, "")}
+    beams: Dict[Tuple[int, ...], _Hyp] = {(): _Hyp(0.0, NEG_INF, (), 0.0, begin, "", 0)}
     word_cache: Dict[Tuple[tuple, str], Tuple[float, tuple]] = {}
 
     def finish(state: tuple, word: str) -> Tuple[float, tuple]:
@@ -108,27 +118,28 @@ def lexicon_nbest(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: int = 
         was a vocabulary prefix, so leaving the prefixes now is charged)."""
         return lm_part + oov_penalty if was and partial not in lexicon.prefixes else lm_part
 
-    def extend_closed(h: _Hyp, k: int) -> Optional[Tuple[float, tuple, str]]:
-        """(lm part, state, partial) after appending token ``k`` to ``h``, or None if no word fits."""
+    def extend_closed(h: _Hyp, k: int, at: int) -> Optional[Tuple[float, tuple, str, int]]:
+        """(lm part, state, partial, word_at) after appending token ``k`` to ``h`` at prefix index
+        ``at``, or None if no word fits."""
         spell = lexicon.spell[k]
         if lexicon.starts[k] and h.partial:
             if h.partial not in lexicon.words:
                 return None
             add, state = finish(h.state, h.partial)
-            return (h.lm + add, state, spell) if spell in lexicon.prefixes else None
+            return (h.lm + add, state, spell, at) if spell in lexicon.prefixes else None
         partial = h.partial + spell
-        return (h.lm, h.state, partial) if partial in lexicon.prefixes else None
+        return (h.lm, h.state, partial, h.word_at) if partial in lexicon.prefixes else None
 
-    def extend_open(h: _Hyp, k: int) -> Optional[Tuple[float, tuple, str]]:
+    def extend_open(h: _Hyp, k: int, at: int) -> Optional[Tuple[float, tuple, str, int]]:
         """As ``extend_closed``, with spellings outside the vocabulary allowed (and charged)."""
         spell = lexicon.spell[k]
         if lexicon.starts[k] and h.partial:
             closed = close(h.lm, h.state, h.partial)
             if closed is None:
                 return None
-            return begin(closed[0], spell, True), closed[1], spell
+            return begin(closed[0], spell, True), closed[1], spell, at
         partial = h.partial + spell
-        return begin(h.lm, partial, h.partial in lexicon.prefixes), h.state, partial
+        return begin(h.lm, partial, h.partial in lexicon.prefixes), h.state, partial, h.word_at
 
     extend = extend_open if open_vocab else extend_closed  # the closed search keeps its lean inner step
 
@@ -141,32 +152,35 @@ def lexicon_nbest(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: int = 
         p_blank = float(row[blank])
         nxt: Dict[Tuple[int, ...], _Hyp] = {}
 
-        def add(prefix, pb, pnb, frames, lm_part, state, partial):
+        def add(prefix, pb, pnb, frames, lm_part, state, partial, word_at):
             e = nxt.get(prefix)
             if e is None:
-                nxt[prefix] = _Hyp(pb, pnb, frames, lm_part, state, partial)
+                nxt[prefix] = _Hyp(pb, pnb, frames, lm_part, state, partial, word_at)
             else:
                 e.pb, e.pnb = log_add(e.pb, pb), log_add(e.pnb, pnb)
 
         for prefix, h in beams.items():
             total = log_add(h.pb, h.pnb)
-            add(prefix, total + p_blank, NEG_INF, h.frames, h.lm, h.state, h.partial)
+            add(prefix, total + p_blank, NEG_INF, h.frames, h.lm, h.state, h.partial, h.word_at)
             last = prefix[-1] if prefix else None
             for k in cand:
                 p = float(row[k])
                 if k == last:
-                    add(prefix, NEG_INF, h.pnb + p, h.frames, h.lm, h.state, h.partial)  # held
+                    add(prefix, NEG_INF, h.pnb + p, h.frames, h.lm, h.state, h.partial, h.word_at)  # held
                     if h.pb == NEG_INF:
                         continue
-                    ext = extend(h, k)
+                    ext = extend(h, k, len(prefix))
                     if ext is not None:
                         add(prefix + (k,), NEG_INF, h.pb + p, h.frames + (t,), *ext)
                 else:
-                    ext = extend(h, k)
+                    ext = extend(h, k, len(prefix))
                     if ext is not None:
                         add(prefix + (k,), NEG_INF, total + p, h.frames + (t,), *ext)
         ranked = sorted(nxt.items(), key=lambda kv: log_add(kv[1].pb, kv[1].pnb) + kv[1].lm, reverse=True)
         beams = dict(ranked[:beam])
+
+    def end(score: float, state: tuple) -> float:
+        return score + lm_weight * lm.end_score(state) if lm is not None else score
 
     finished = []
     for prefix, h in beams.items():
@@ -177,14 +191,20 @@ def lexicon_nbest(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: int = 
             if closed is None:
                 continue
             score, state = closed
-        if lm is not None:
-            score += lm_weight * lm.end_score(state)
-        finished.append((score, prefix, h))
-    if not finished:  # every hypothesis ends inside a word: fall back to the best one as it is
-        prefix, h = max(beams.items(), key=lambda kv: log_add(kv[1].pb, kv[1].pnb) + kv[1].lm)
-        return [(list(prefix), list(h.frames), log_add(h.pb, h.pnb) + h.lm)]
+        finished.append((end(score, state), list(prefix), list(h.frames)))
+    if not finished:  # every hypothesis ends inside a word: they compete without it (module docstring)
+        best: Dict[Tuple[int, ...], Tuple[float, List[int], List[int]]] = {}
+        for prefix, h in beams.items():
+            kept = prefix[:h.word_at]
+            score = end(log_add(h.pb, h.pnb) + h.lm, h.state)
+            if kept not in best or score > best[kept][0]:  # two unfinished words after the same ones
+                best[kept] = (score, list(kept), list(h.frames[:h.word_at]))
+        finished = list(best.values())
+        if unfinished is not None:
+            top = max(beams.values(), key=lambda h: end(log_add(h.pb, h.pnb) + h.lm, h.state))
+            unfinished.append(top.partial)
     finished.sort(key=lambda f: f[0], reverse=True)  # stable: equal scores keep the beam's order
-    return [(list(prefix), list(h.frames), score) for score, prefix, h in finished[:max(1, nbest)]]
+    return [(tokens, frames, score) for score, tokens, frames in finished[:max(1, nbest)]]
 
 
 def read_words(path) -> List[str]:

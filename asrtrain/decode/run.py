@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -115,26 +115,39 @@ def check_features(cfg: Config, data_dir: Path) -> None:
 
 
 @torch.no_grad()
-def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int, with_enc: bool = False):
+def log_probs_by_utt(model, cfg: Config, data_dir: Path, batch_frames: int, with_enc: bool = False,
+                     progress: Optional[str] = None):
     """Yield ``(utt, (T', V) numpy log-probs)`` in sorted utterance order, batched by length; with
-    ``with_enc``, ``(utt, log-probs, (T', E) encoder states on the model's device)`` (attention rescoring)."""
+    ``with_enc``, ``(utt, log-probs, (T', E) encoder states on the model's device)`` (attention rescoring).
+
+    With ``progress`` (a label), log ``LABEL: DONE/TOTAL utt (P%)`` every 10% or 30 s
+    (:class:`asrtrain.progress.Progress`); an utterance counts as done when the caller asks for the next
+    one, so the count includes the caller's own work on it (the search)."""
     from asrtrain.features.dataset import AsrDataset
+    from asrtrain.progress import Progress
 
     data = AsrDataset(data_dir, cfg.model.subsample, None, None)
     utts = sorted(data.lengths, key=lambda u: (data.lengths[u], u))
-    i = 0
-    while i < len(utts):
-        j = i + 1
-        while j < len(utts) and data.lengths[utts[j]] * (j - i + 1) <= batch_frames:
-            j += 1
-        device = next(model.parameters()).device
-        batch = data.collate(utts[i:j]).to(device)
-        enc, lens, _ = model.encode(batch.feats, batch.feat_lens)
-        lp = model.log_probs(enc).float().cpu()
-        for k, u in enumerate(batch.utts):
-            n = int(lens[k])
-            yield (u, lp[k, :n].numpy(), enc[k, :n]) if with_enc else (u, lp[k, :n].numpy())
-        i = j
+    shown = Progress(len(utts), progress, log) if progress else None
+    try:
+        i = 0
+        while i < len(utts):
+            j = i + 1
+            while j < len(utts) and data.lengths[utts[j]] * (j - i + 1) <= batch_frames:
+                j += 1
+            device = next(model.parameters()).device
+            batch = data.collate(utts[i:j]).to(device)
+            enc, lens, _ = model.encode(batch.feats, batch.feat_lens)
+            lp = model.log_probs(enc).float().cpu()
+            for k, u in enumerate(batch.utts):
+                n = int(lens[k])
+                yield (u, lp[k, :n].numpy(), enc[k, :n]) if with_enc else (u, lp[k, :n].numpy())
+                if shown is not None:
+                    shown.update(1)
+            i = j
+    finally:
+        if shown is not None:
+            shown.close()
 
 
 def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] = None,
@@ -151,20 +164,25 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     ``decode.engine``) runs it on flashlight's C++ decoder (:mod:`asrtrain.decode.flashlight`) or ours.
     ``oov_penalty`` opens ours to words outside the vocabulary (:mod:`asrtrain.decode.lexicon`).
     ``att_rescore`` > 0 rescores our search's ``nbest`` best with a joint model's attention decoder
-    (:mod:`asrtrain.decode.rescore`).
+    (:mod:`asrtrain.decode.rescore`). Options the chosen search cannot use are errors
+    (:mod:`asrtrain.decode.options`).
     """
     from asrtrain.decode.ctc import greedy, prefix_beam_search
     from asrtrain.decode.ctm import ctm_lines, words_with_times
+    from asrtrain.decode.options import check_beam_applies, check_decode_options, check_oov_penalty
     from asrtrain.text.tokenizer import Tokenizer
 
     check_out_is_not_input(data_dir, out_dir, REFERENCES_LOST)
     check_search(beam_size, lm_weight, word_bonus)  # the exp config's decode section is checked on load
+    check_decode_options(method, lm, words, None, None, engine)  # --params may set the LM weight and bonus
+    check_oov_penalty(oov_penalty)
     cfg, model = load_model(exp_dir, checkpoint, device)
     if cfg.model.loss != "ctc":
         raise AsrError("this model was trained with CE targets; decode it with Kaldi",
                        Path(exp_dir) / "config.yaml", fix="use asrtrain forward, then latgen-faster-mapped")
     check_features(cfg, data_dir)
     method = "lexicon" if (lm or words) else (method or cfg.decode.method)
+    check_beam_applies(method, beam_size)
     beam = cfg.decode.beam_size if beam_size is None else beam_size
     lm_weight = cfg.decode.lm_weight if lm_weight is None else lm_weight
     word_bonus = cfg.decode.word_bonus if word_bonus is None else word_bonus
@@ -185,12 +203,14 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     segments = _segments(data_dir)
     reco2fc = _reco2fc(data_dir)
+    unk_piece = tok.sp.id_to_piece(tok.sp.unk_id())
     frame_s = cfg.features.frame_shift / 1000.0 * cfg.model.subsample
     hyps: Dict[str, str] = {}
     ctm = []
     t0 = time.time()
     audio_s = 0.0
-    for utt, lp, *enc in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames, with_enc=rescore):
+    for utt, lp, *enc in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames, with_enc=rescore,
+                                          progress="decode"):
         audio_s += lp.shape[0] * frame_s
         if rescore:
             hyps_n = search.nbest(lp)
@@ -205,7 +225,7 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
         hyps[utt] = tok.decode(tokens)
         if segments is not None:
             pieces = [tok.sp.id_to_piece(t) for t in tokens]
-            ctm += ctm_lines(utt, words_with_times(pieces, frames, frame_s), segments, reco2fc)
+            ctm += ctm_lines(utt, words_with_times(pieces, frames, frame_s, unk_piece), segments, reco2fc)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_table(out_dir / "text", hyps)
     if segments is not None:
@@ -220,6 +240,11 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
         how += f", attention rescoring of the {nbest}-best (weight {att_rescore:g})" if rescore else ""
     log.info("decoded %d utterances (%s) in %.1f s, %.1fx real time -> %s", len(hyps), how, elapsed,
              audio_s / max(elapsed, 1e-9), out_dir)
+    unfinished = search.unfinished if search is not None else []
+    if unfinished:
+        log.warning("%d of %d utterances ended inside a word (e.g. '%s'); the search left that unfinished "
+                    "word out, as only vocabulary words are output (a larger --beam-size may keep a "
+                    "hypothesis that ends at a word's end)", len(unfinished), len(hyps), unfinished[0])
     return {"utterances": len(hyps), "ctm_words": len(ctm)}
 
 
@@ -258,15 +283,17 @@ def _lexicon_search(tok, lm_path: Optional[Path], words_path: Optional[Path], be
             raise
     else:
         lexicon = Lexicon(vocab, pieces)
+        unfinished: List[str] = []  # the unfinished last words left out, one per utterance that had one
 
         def best(lp):
             return lexicon_nbest(lp, lexicon, lm, beam=beam, lm_weight=lm_weight, word_bonus=word_bonus,
-                                 oov_penalty=oov_penalty, nbest=nbest)
+                                 oov_penalty=oov_penalty, nbest=nbest, unfinished=unfinished)
 
         def search(lp):  # the head of the n-best list is the 1-best search's answer
             return best(lp)[0]
 
         search.nbest = best
+        search.unfinished = unfinished
     search.engine = engine
     return search
 
@@ -347,7 +374,8 @@ def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[P
     n = 0
     try:
         with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
-            for utt, lp in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames):
+            for utt, lp in log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames,
+                                            progress="forward"):
                 writer(utt, lp - log_priors if log_priors is not None else lp)
                 n += 1
         # The scp names the temp ark; point it at the final name, then move both into place.

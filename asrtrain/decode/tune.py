@@ -64,7 +64,12 @@ def parse_oov_grid(value: str) -> List[Optional[float]]:
             raise AsrError(f"--oov-penalties: '{v}' is neither '{CLOSED}' nor a number",
                            fix="e.g. closed,-8,-5 (closed: the closed-vocabulary search)") from None
     if numbers:
-        out += parse_grid(",".join(numbers), "--oov-penalties")
+        from asrtrain.decode.options import check_oov_penalty
+
+        penalties = parse_grid(",".join(numbers), "--oov-penalties")
+        for v in penalties:
+            check_oov_penalty(v, "--oov-penalties")
+        out += penalties
     if not out or len(out) != len(items):
         raise AsrError(f"--oov-penalties: give distinct values ('{CLOSED}' or numbers)",
                        fix="e.g. closed,-8,-5")
@@ -143,7 +148,8 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     lexicon = Lexicon(ngram.vocab, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)])
     t0 = time.time()
     cached = [(u, lp, *(e.cpu() for e in enc)) for u, lp, *enc in
-              log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames, with_enc=rescore)]
+              log_probs_by_utt(model, cfg, data_dir, cfg.decode.batch_frames, with_enc=rescore,
+                               progress="tune-lm forward")]
     missing = [u for u, *_ in cached if u not in refs]
     if missing:
         raise AsrError(f"utterance '{missing[0]}' has no reference transcript", ref_path,
@@ -212,8 +218,8 @@ def read_params(path: Path) -> Dict[str, Optional[float]]:
     out["beam_size"] = int(out["beam_size"])
     oov = data.get("oov_penalty", CLOSED)
     number = isinstance(oov, (int, float)) and not isinstance(oov, bool)
-    if oov != CLOSED and not (number and math.isfinite(oov)):
-        raise AsrError(f"'oov_penalty' must be '{CLOSED}' or a finite number, not {oov!r}", path,
+    if oov != CLOSED and not (number and math.isfinite(oov) and oov <= 0):
+        raise AsrError(f"'oov_penalty' must be '{CLOSED}' or a finite number <= 0, not {oov!r}", path,
                        lines.get("oov_penalty"), fix="pass the best.yaml of asrtrain tune-lm")
     out["oov_penalty"] = None if oov == CLOSED else float(oov)
     for key, default in RESCORE_KEYS.items():

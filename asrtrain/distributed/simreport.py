@@ -62,6 +62,15 @@ def powers_of_two(largest: int) -> List[int]:
     return out
 
 
+def not_simulated(labels: Sequence[str], learners: Sequence[int], results: Sequence[EpochResult]
+                  ) -> List[Tuple[str, List[int]]]:
+    """(strategy label, learner counts) that :func:`~asrtrain.distributed.simulate.sweep` skipped because
+    the strategy cannot run on that many learners (gossip needs an even number of groups)."""
+    done = {(r.label, r.learners) for r in results}
+    out = [(label, [n for n in learners if (label, n) not in done]) for label in labels]
+    return [(label, ns) for label, ns in out if ns]
+
+
 def table(results: Sequence[EpochResult]) -> str:
     lines = [f"{'strategy':<20} {'learners':>8} {'epoch_s':>11} {'speedup':>8} {'MB/learner':>11} "
              f"{'staleness':>9}"]

@@ -218,16 +218,21 @@ def _arpa_entry(line: str, k: int, order: int, probs: Dict[Ngram, float], bows: 
 def read_sentences(text_path: Path) -> Iterable[List[str]]:
     """Word lists of a Kaldi text file (the first field, the utterance id, is dropped). A line that data
     validate refuses (``<s>``, ``</s>``, ``#0``, odd whitespace) is an AsrError: ``<s>`` inside a sentence
-    would become n-grams such as ``a <s> b``."""
+    would become n-grams such as ``a <s> b``. So is a repeated id: a file of plain sentences would lose
+    every first word."""
     from asrtrain.data.table import iter_lines
-    from asrtrain.data.textcheck import text_line_problem
+    from asrtrain.data.textcheck import PLAIN_TEXT_FIX, repeated_id, text_line_problem
 
+    seen: Dict[str, int] = {}
     for no, line in iter_lines(Path(text_path)):
         bad = text_line_problem(line)
         if bad:
             raise AsrError(bad, text_path, no, fix="correct the transcript (asrtrain data validate checks a "
                                                    "data dir's text), or drop the line")
         parts = line.split()
+        again = repeated_id(seen, parts[0], no)
+        if again:
+            raise AsrError(again, text_path, no, fix=PLAIN_TEXT_FIX)
         if len(parts) > 1:
             yield parts[1:]
 

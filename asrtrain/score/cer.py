@@ -3,8 +3,9 @@
 Characters are those of the words joined by single spaces, the space included, as ESPnet scores CER
 (its char tokens keep ``<space>``) and as ``jiwer.cer`` counts. The alignment is jiwer's unit-cost
 Levenshtein (rapidfuzz): there are no optional words or fragments at the character level, so sclite's
-weighted costs (:mod:`asrtrain.score.wer`) are not needed here. Counts are summed over the corpus;
-an utterance missing from HYP is scored against nothing; a HYP id not in REF is an error.
+weighted costs (:mod:`asrtrain.score.wer`) are not needed here. Case is folded as for the %WER (A-Z
+only, sclite's default) unless ``case_sensitive``. Counts are summed over the corpus; an utterance
+missing from HYP is scored against nothing; a HYP id not in REF is an error.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import logging
 from pathlib import Path
 from typing import Optional, Union
 
-from asrtrain.io import atomic_write_text
-from asrtrain.score.report import read_text_pair
-from asrtrain.score.wer import Counts
+from asrtrain.score.report import default_text_name, read_text_pair, write_summary
+from asrtrain.score.wer import Counts, fold_case
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def char_counts(refs, hyps) -> Counts:
 
 
 def score_cer(ref_path: Union[str, Path], hyp_path: Union[str, Path], name: Optional[str] = None,
-              out_dir: Optional[Union[str, Path]] = None) -> Counts:
+              out_dir: Optional[Union[str, Path]] = None, case_sensitive: bool = False) -> Counts:
     """CER counts of HYP against REF; writes ``out_dir/cer_summary`` (the ``%CER`` line) when given."""
     ref, hyp = read_text_pair(ref_path, hyp_path)
     utts = sorted(ref)
@@ -40,8 +40,13 @@ def score_cer(ref_path: Union[str, Path], hyp_path: Union[str, Path], name: Opti
     if empty:  # jiwer refuses empty references; a data dir's text never has one (validate says so)
         log.warning("CER: %d reference utterance(s) are empty and left out, e.g. %s", len(empty), empty[0])
         utts = [u for u in utts if ref[u]]
-    total = char_counts([" ".join(ref[u]) for u in utts], [" ".join(hyp.get(u, [])) for u in utts])
+    fold = (lambda t: t) if case_sensitive else fold_case
+    total = char_counts([fold(" ".join(ref[u])) for u in utts],
+                        [fold(" ".join(hyp.get(u, []))) for u in utts])
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        atomic_write_text(Path(out_dir) / "cer_summary", total.line(name or Path(hyp_path).name, "%CER") + "\n")
+        path = Path(out_dir) / "cer_summary"
+        name = name or default_text_name(hyp_path)
+        write_summary(path, {name: total.line(name, "%CER")})  # one line per name, as wer_summary
+        log.info("wrote %s", path)
     return total

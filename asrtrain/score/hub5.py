@@ -11,8 +11,10 @@ Pipeline (each step as NIST's tools do it, so counts equal real sclite's on the 
      word before the first segment or in the gap before a segment belongs to that segment); the last
      segment of the channel takes all remaining words. Words assigned to an
      ``IGNORE_TIME_SEGMENT_IN_SCORING`` segment are dropped with it.
-  4. Alignment with sclite's costs, case-insensitive, ``(w)`` optional (``-D``), ``abc-`` a fragment
-     (``-F``), ``{ a / b / @ }`` alternations on either side (:mod:`asrtrain.score.wer`).
+  4. Alignment with sclite's costs, case-insensitive as sclite by default (``case_sensitive=True``:
+     as ``sclite -s``; the GLM has already upper-cased a-z on both sides unless it says
+     ``case_sensitive = 'T'``), ``(w)`` optional (``-D``), ``abc-`` a fragment (``-F``),
+     ``{ a / b / @ }`` alternations on either side (:mod:`asrtrain.score.wer`).
   5. Subsets by file prefix: ``sw_`` -> ``swbd`` (Switchboard), ``en_`` -> ``callhm`` (CallHome);
      ``all`` is every scored segment. Lines are named ``"<name> swbd"``, ``"<name> callhm"``,
      ``"<name> all"``; a subset line is printed only when that subset has segments.
@@ -30,7 +32,7 @@ from asrtrain.score.ctm import CtmItem, filter_ctm, group_by_channel, read_ctm, 
 from asrtrain.score.glm import load_rules
 from asrtrain.score.report import Scored, write_reports
 from asrtrain.score.stm import Segment, read_stm, tokenize
-from asrtrain.score.wer import Counts, Net, align, build_net, make_word
+from asrtrain.score.wer import Counts, Net, align, build_net, fold_case, make_word
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +95,14 @@ def assign_to_segments(segs: List[Segment], items: List[CtmItem]) -> List[List[C
 
 
 def _mk(token: str):
-    return make_word(token.lower(), opt_del=True, frag_corr=True)
+    return make_word(fold_case(token), opt_del=True, frag_corr=True)
 
 
-def hyp_net(items: List[CtmItem]) -> Net:
+def _mk_cased(token: str):
+    return make_word(token, opt_del=True, frag_corr=True)
+
+
+def hyp_net(items: List[CtmItem], case_sensitive: bool = False) -> Net:
     """Hypothesis network from CTM items (alternations become parallel branches)."""
     seq: List = []
     for it in items:
@@ -104,7 +110,7 @@ def hyp_net(items: List[CtmItem]) -> Net:
             seq.append(it.word)
         else:
             seq.append([[w for w, _, _ in alt] for alt in it.alts])
-    return build_net(seq, make=_mk)
+    return build_net(seq, make=_mk_cased if case_sensitive else _mk)
 
 
 def subset_of(file: str) -> Optional[str]:
@@ -116,7 +122,7 @@ def subset_of(file: str) -> Optional[str]:
 
 def align_hub5(stm: PathLike, ctm: Optional[PathLike] = None, glm: Optional[PathLike] = None,
                hyp_items: Optional[List[CtmItem]] = None, hesitations: str = "optional",
-               delete_hyphens: bool = True) -> List[Scored]:
+               delete_hyphens: bool = True, case_sensitive: bool = False) -> List[Scored]:
     """Steps 1-4 of the module docstring: one :class:`Scored` per scored STM segment.
 
     The hypothesis is a CTM path or pre-built ``hyp_items``; ``glm=None`` uses the shipped
@@ -156,8 +162,9 @@ def align_hub5(stm: PathLike, ctm: Optional[PathLike] = None, glm: Optional[Path
                 n_dropped += len(items)
                 continue
             text = ref_rules.filter_text(seg.text, delete_hyphens)
-            ref = build_net(clean_ref_items(tokenize(text, str(stm), seg.line), hesitations), make=_mk)
-            pairs = align(ref, hyp_net(items))
+            ref = build_net(clean_ref_items(tokenize(text, str(stm), seg.line), hesitations),
+                            make=_mk_cased if case_sensitive else _mk)
+            pairs = align(ref, hyp_net(items, case_sensitive))
             spk = seg.spk.lower()
             n = spk_count.get(spk, 0)
             spk_count[spk] = n + 1
@@ -183,17 +190,18 @@ def subset_totals(scored: List[Scored]) -> Dict[str, Counts]:
 def score_hub5(stm: PathLike, ctm: Optional[PathLike] = None, glm: Optional[PathLike] = None,
                hyp_items: Optional[List[CtmItem]] = None, name: Optional[str] = None,
                out_dir: Optional[PathLike] = None, hesitations: str = "optional",
-               delete_hyphens: bool = True) -> Dict[str, Counts]:
+               delete_hyphens: bool = True, case_sensitive: bool = False) -> Dict[str, Counts]:
     """Score a CTM against an STM with GLM filtering: {"swbd", "callhm", "all"} -> Counts.
 
     Writes NAME.pra, NAME.sys and wer_summary (lines named ``"<name> <subset>"``) to ``out_dir``
     when given; NAME defaults to the STM's data dir name (for ``.../eval2000/stm``) or file stem.
     """
-    scored = align_hub5(stm, ctm, glm, hyp_items, hesitations, delete_hyphens)
+    scored = align_hub5(stm, ctm, glm, hyp_items, hesitations, delete_hyphens, case_sensitive)
     result = subset_totals(scored)
     if out_dir is not None:
         name = name or default_name(stm)
-        write_reports(Path(out_dir), name, scored, {f"{name} {k}": v for k, v in result.items()})
+        write_reports(Path(out_dir), name, scored, {f"{name} {k}": v for k, v in result.items()},
+                      case_sensitive)
     return result
 
 

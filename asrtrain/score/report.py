@@ -2,12 +2,21 @@
 
 Outputs in ``out_dir``:
   - ``NAME.pra``: per utterance ``id:``, ``Scores: (#C #S #D #I)``, ``REF:``/``HYP:``/``Eval:`` lines
-    as sclite's pralign prints them (correct words lower case, errors upper case, ``***`` for a gap).
+    as sclite's pralign prints them: the words as compared, ``***`` for a gap; case-insensitive
+    (sclite's default) correct words in lower case and errors in upper case (A-Z only, as sclite);
+    case-sensitive (``sclite -s``) every word as written, under an ``Attributes: Case_sensitve`` line
+    (sclite's spelling, so tools that read sclite's .pra read ours).
   - ``NAME.sys``: per-speaker totals (counts and percentages) and the Sum line.
-  - ``wer_summary``: the ``%WER`` line(s).
+  - ``wer_summary``: the ``%WER`` line(s), one per scored name: a rerun replaces its own lines and keeps
+    the other names' (decode dirs scored into one OUT_DIR each keep their line, as Kaldi's wer_* files).
 
-Text mode speaker of an utterance: ``--utt2spk`` if given, else sclite's ``-i swb`` rule: the id's prefix
-before the first ``-``, or if there is none before the first ``_``, or the whole id.
+Text mode NAME: ``--name``, else the decode dir's name for a hypothesis file called ``text``
+(``exp/m/decode_test/text`` -> ``decode_test``, so decode dirs scored into one OUT_DIR do not overwrite
+each other), else the hypothesis file's name.
+
+Text mode speaker of an utterance: ``--utt2spk`` if given, else the ``utt2spk`` beside REF (a data dir's
+``text``) when it names every reference utterance, else sclite's ``-i swb`` rule: the id's prefix before
+the first ``-``, or if there is none before the first ``_``, or the whole id.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 from asrtrain.data.table import read_table
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_open, atomic_write_text
-from asrtrain.score.wer import Counts, Pair, align_words
+from asrtrain.score.wer import Counts, Pair, align_words, ascii_upper, fold_case
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +54,16 @@ def speaker_of(utt: str) -> str:
     return utt
 
 
-def pra_lines(pairs: Sequence[Pair]) -> Tuple[str, str, str]:
-    """REF/HYP/Eval strings with columns padded to the wider word."""
+def pra_lines(pairs: Sequence[Pair], case_sensitive: bool = False) -> Tuple[str, str, str]:
+    """REF/HYP/Eval strings with columns padded to the wider word; case marks correct words and errors
+    unless the words were compared ``case_sensitive`` (then they are shown as written, as sclite -s)."""
     refs, hyps, evals = [], [], []
     for op, r, h in pairs:
         rs = r.show if r is not None else ""
         hs = h.show if h is not None and h.text else ""
-        if op == "C":
-            rs, hs = rs.lower(), hs.lower()
-        else:
-            rs, hs = rs.upper(), hs.upper()
+        if not case_sensitive:
+            mark = fold_case if op == "C" else ascii_upper
+            rs, hs = mark(rs), mark(hs)
         if op == "I":
             rs = "*" * len(hs)
         if op == "D":
@@ -66,19 +75,21 @@ def pra_lines(pairs: Sequence[Pair]) -> Tuple[str, str, str]:
     return " ".join(refs), " ".join(hyps), " ".join(evals)
 
 
-def write_pra(path: Path, scored: Iterable[Scored], title: str = "") -> None:
+def write_pra(path: Path, scored: Iterable[Scored], title: str = "", case_sensitive: bool = False) -> None:
     """Per-utterance alignments, one block per sentence."""
     with atomic_open(path) as fh:
         if title:
             fh.write(f"System name: {title}\n\n")
         for s in scored:
             c = s.counts
-            ref, hyp, ev = pra_lines(s.pairs)
+            ref, hyp, ev = pra_lines(s.pairs, case_sensitive)
             fh.write(f"id: ({s.utt})\n")
             fh.write(f"Speaker: {s.spk}\n")
             if s.note:
                 fh.write(f"Note: {s.note}\n")
             fh.write(f"Scores: (#C #S #D #I) {c.cor} {c.sub} {c.dele} {c.ins}\n")
+            if case_sensitive:
+                fh.write("Attributes: Case_sensitve\n")
             fh.write(f"REF:  {ref}\nHYP:  {hyp}\nEval: {ev}\n\n")
 
 
@@ -127,9 +138,10 @@ def read_text_pair(ref_path: Union[str, Path], hyp_path: Union[str, Path]
 
 
 def align_text(ref_path: Union[str, Path], hyp_path: Union[str, Path],
-               utt2spk: Optional[Union[str, Path]] = None) -> List[Scored]:
+               utt2spk: Optional[Union[str, Path]] = None, case_sensitive: bool = False) -> List[Scored]:
     """Align every REF utterance of two Kaldi ``text`` files; per-utterance results sorted by id.
 
+    Words are compared case-insensitively unless ``case_sensitive`` (:func:`asrtrain.score.wer.fold_case`).
     An utterance missing from HYP is scored against nothing (all deletions), logged and marked in
     ``Scored.note``. A HYP id not in REF is an error.
     """
@@ -146,7 +158,7 @@ def align_text(ref_path: Union[str, Path], hyp_path: Union[str, Path],
                     len(missing), len(ref), missing[0])
     scored: List[Scored] = []
     for utt in sorted(ref):
-        pairs = align_words(ref[utt], hyp.get(utt, []))
+        pairs = align_words(ref[utt], hyp.get(utt, []), case_sensitive)
         scored.append(Scored(utt, spk_map.get(utt) or speaker_of(utt), pairs, Counts().add_pairs(pairs),
                              "missing from hypothesis" if utt not in hyp else ""))
     log.info("aligned %d utterances (%d missing from hypothesis)", len(scored), len(missing))
@@ -162,18 +174,50 @@ def total_of(scored: Iterable[Scored]) -> Counts:
 
 def score_text(ref_path: Union[str, Path], hyp_path: Union[str, Path], name: Optional[str] = None,
                out_dir: Optional[Union[str, Path]] = None,
-               utt2spk: Optional[Union[str, Path]] = None) -> Counts:
+               utt2spk: Optional[Union[str, Path]] = None, case_sensitive: bool = False) -> Counts:
     """Score a Kaldi ``text`` hypothesis against a reference: counts summed over the corpus.
 
-    Writes NAME.pra, NAME.sys and wer_summary to ``out_dir`` when given (NAME defaults to the HYP
-    file name). See :func:`align_text` for missing and extra utterances.
+    Writes NAME.pra, NAME.sys and wer_summary to ``out_dir`` when given (NAME: :func:`default_text_name`
+    unless given; speakers: ``utt2spk``, else :func:`utt2spk_beside`). See :func:`align_text` for
+    missing and extra utterances and for ``case_sensitive``.
     """
-    scored = align_text(ref_path, hyp_path, utt2spk)
+    if utt2spk is None and out_dir is not None:  # speakers only show in the reports
+        utt2spk = utt2spk_beside(ref_path)
+    scored = align_text(ref_path, hyp_path, utt2spk, case_sensitive)
     total = total_of(scored)
-    name = name or Path(hyp_path).name
     if out_dir is not None:
-        write_reports(Path(out_dir), name, scored, {name: total})
+        name = name or default_text_name(hyp_path)
+        write_reports(Path(out_dir), name, scored, {name: total}, case_sensitive)
     return total
+
+
+def default_text_name(hyp_path: Union[str, Path]) -> str:
+    """The report name of a text hypothesis: its decode dir's name for a file called ``text``
+    (``exp/m/decode_test/text`` -> ``decode_test``), else its file name."""
+    p = Path(hyp_path)
+    parent = p.resolve().parent.name if p.name == "text" else ""
+    return parent or p.name
+
+
+def utt2spk_beside(ref_path: Union[str, Path]) -> Optional[Path]:
+    """The ``utt2spk`` in REF's directory (REF is a data dir's ``text``) when it names a speaker for every
+    reference utterance; None (and a warning when the file exists) otherwise."""
+    path = Path(ref_path).parent / "utt2spk"
+    if not path.is_file():
+        return None
+    try:
+        spk = read_table(path)
+        utts = read_table(ref_path, min_fields=1)
+    except AsrError as err:  # a malformed file beside REF: say so, and fall back to the id prefix
+        log.warning("not using %s for the speakers: %s", path, err)
+        return None
+    missing = [u for u in utts if u not in spk]
+    if missing:
+        log.warning("not using %s for the speakers: it has no speaker for '%s' (%d utterances); "
+                    "speakers are the id prefixes (pass --utt2spk to choose)", path, missing[0], len(missing))
+        return None
+    log.info("speakers from %s", path)
+    return path
 
 
 def check_report_name(name: Optional[str]) -> None:
@@ -183,10 +227,23 @@ def check_report_name(name: Optional[str]) -> None:
                        "the reports are written as OUT_DIR/NAME.pra and NAME.sys", fix="e.g. --name test_wer")
 
 
-def write_reports(out_dir: Path, name: str, scored: List[Scored], lines: Dict[str, Counts]) -> None:
+def write_reports(out_dir: Path, name: str, scored: List[Scored], lines: Dict[str, Counts],
+                  case_sensitive: bool = False) -> None:
     """Write NAME.pra, NAME.sys (per-speaker totals) and wer_summary (one %WER line per entry)."""
     check_report_name(name)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_pra(out_dir / f"{name}.pra", scored, name)
+    write_pra(out_dir / f"{name}.pra", scored, name, case_sensitive)
     atomic_write_text(out_dir / f"{name}.sys", sys_table(per_speaker(scored), total_of(scored), name))
-    atomic_write_text(out_dir / "wer_summary", "".join(c.line(n) + "\n" for n, c in lines.items()))
+    write_summary(out_dir / "wer_summary", {n: c.line(n) for n, c in lines.items()})
+    log.info("wrote %s, %s.sys and wer_summary", out_dir / f"{name}.pra", name)
+
+
+def write_summary(path: Path, lines: Dict[str, str]) -> None:
+    """Write ``lines`` ({name: line ending ``| name``}) to the summary file ``path``, replacing the lines
+    of those names and keeping the others' lines in their order."""
+    kept: List[str] = []
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.strip() and line.rsplit("| ", 1)[-1] not in lines:
+                kept.append(line)
+    atomic_write_text(path, "".join(line + "\n" for line in kept + list(lines.values())))

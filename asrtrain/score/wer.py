@@ -20,6 +20,10 @@ predecessor arcs the first strictly smaller wins -- the same order sclite uses.
 A *network* is a DAG of word arcs: ``Net.words[i]`` with ``Net.preds[i]`` (indices of arcs that end
 where arc ``i`` starts; 0 is the null head arc) and ``Net.finals`` (arcs that end at the stop node).
 A plain sentence is a chain; ``{ a / b c / @ }`` alternations make parallel branches.
+
+Case: sclite compares words case-insensitively unless given ``-s``. Its folding (``TEXT_str_to_low`` in
+the default 8-bit ASCII mode, and in practice with ``-e utf-8`` too, checked against sctk 2.4.10) maps
+only A-Z, so ``ÉTÉ`` and ``été`` stay different words; :func:`fold_case` does the same.
 """
 
 from __future__ import annotations
@@ -29,6 +33,19 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 NULL = "@"
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def fold_case(text: str) -> str:
+    """``text`` as sclite compares it by default (no ``-s``): A-Z lowered, every other character kept."""
+    return text.translate(_ASCII_LOWER)
+
+
+def ascii_upper(text: str) -> str:
+    """a-z raised, as sclite's .pra prints an error (``été`` -> ``éTé``)."""
+    return text.translate(_ASCII_UPPER)
 
 COST_NULL = 1        # insert/delete "@"
 COST_NULL_SUB = 1000  # "@" for "@"
@@ -270,11 +287,13 @@ class Counts:
                 f"{e:.1f} {se:.1f} | {name}")
 
 
-def align_words(ref: Sequence[str], hyp: Sequence[str]) -> List[Pair]:
-    """Align two plain word lists (no optional words, fragments or alternations)."""
-    return align(chain([Word(w) for w in ref]), chain([Word(w) for w in hyp]))
+def align_words(ref: Sequence[str], hyp: Sequence[str], case_sensitive: bool = False) -> List[Pair]:
+    """Align two plain word lists (no optional words, fragments or alternations); the words are
+    compared, and kept in the pairs, case-folded (:func:`fold_case`) unless ``case_sensitive``."""
+    fold = (lambda w: w) if case_sensitive else fold_case
+    return align(chain([Word(fold(w)) for w in ref]), chain([Word(fold(w)) for w in hyp]))
 
 
-def count_words(ref: Sequence[str], hyp: Sequence[str]) -> Counts:
+def count_words(ref: Sequence[str], hyp: Sequence[str], case_sensitive: bool = False) -> Counts:
     """Counts for one sentence pair: the pure core of text-mode scoring."""
-    return Counts().add_pairs(align_words(ref, hyp))
+    return Counts().add_pairs(align_words(ref, hyp, case_sensitive))

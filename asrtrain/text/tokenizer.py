@@ -9,29 +9,34 @@ from __future__ import annotations
 import io
 import logging
 from pathlib import Path
-from typing import Iterable, List, Sequence
+from typing import Dict, Iterable, List, Sequence
 
 from asrtrain.config import TokenizerConfig
 from asrtrain.data.table import iter_lines
-from asrtrain.data.textcheck import text_line_problem
+from asrtrain.data.textcheck import PLAIN_TEXT_FIX, repeated_id, text_line_problem
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_open
 
 log = logging.getLogger(__name__)
 
 BLANK = 0
+UNK_WORD = "<unk>"  # what an unknown piece decodes to (Kaldi's unknown word)
 
 
 def read_transcripts(text_path: Path) -> List[str]:
-    """Transcripts of a Kaldi ``text`` file (the key dropped); empty ones, and lines data validate refuses
-    (``<s>``, ``</s>``, ``#0``, odd whitespace), are errors."""
+    """Transcripts of a Kaldi ``text`` file (the key dropped); empty ones, lines data validate refuses
+    (``<s>``, ``</s>``, ``#0``, odd whitespace) and repeated ids (plain text without ids) are errors."""
     out = []
+    seen: Dict[str, int] = {}
     for no, line in iter_lines(text_path):
         bad = text_line_problem(line)
         if bad:
             raise AsrError(bad, text_path, no, fix="correct the transcript (asrtrain data validate checks a "
                                                    "data dir's text), or drop the line")
         parts = line.split(maxsplit=1)
+        again = repeated_id(seen, parts[0], no)
+        if again:
+            raise AsrError(again, text_path, no, fix=PLAIN_TEXT_FIX)
         if len(parts) < 2 or not parts[1].strip():
             raise AsrError(f"empty transcript for '{parts[0]}'", text_path, no,
                            fix="remove the utterance or give it words (asrtrain data fix drops it)")
@@ -110,13 +115,24 @@ class Tokenizer:
         return self.sp.encode(text, out_type=str)
 
     def decode(self, ids: Sequence[int]) -> str:
-        """Ids -> text; the blank is dropped. An id outside [0, vocab_size) is an AsrError."""
+        """Ids -> text; the blank is dropped, and each unknown piece is the word ``<unk>`` (Kaldi's
+        convention; sentencepiece writes its unk_surface `` ⁇ ``, which is a word too, but one no
+        reference, LM or scoring tool knows). An id outside [0, vocab_size) is an AsrError."""
         ids = [int(i) for i in ids]
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
             raise AsrError(f"token id {bad[0]} is outside this tokenizer's range 0..{self.vocab_size - 1}",
                            self.path, fix="decode ids made with this tokenizer.model")
-        return self.sp.decode([i for i in ids if i != BLANK])
+        unk = self.sp.unk_id()
+        if unk not in ids:
+            return self.sp.decode([i for i in ids if i != BLANK])
+        runs: List[List[int]] = [[]]  # the ids between unknown pieces, each decoded as sentencepiece does
+        for i in ids:
+            if i == unk:
+                runs.append([])
+            elif i != BLANK:
+                runs[-1].append(i)
+        return " ".join(f" {UNK_WORD} ".join(self.sp.decode(run) for run in runs).split())
 
     def decode_pieces(self, pieces: Iterable[str]) -> str:
         """Pieces -> text. A piece this tokenizer does not have is an AsrError (sentencepiece would pass

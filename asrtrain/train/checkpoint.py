@@ -237,6 +237,58 @@ def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -
     return out
 
 
+def average_exp(exp_dir: Path, k: Optional[int] = None, out: Optional[Path] = None, force: bool = False,
+                device: Optional[torch.device] = None) -> Path:
+    """``asrtrain average``: average the last ``k`` epoch checkpoints of ``exp_dir`` into ``out``.
+
+    ``k`` defaults to the run's ``train.average_last`` (its ``config.yaml``); when fewer epoch checkpoints
+    exist, as many as there are are averaged with a warning (``train`` does the same for ``final.pt``),
+    but an explicit ``k`` above the count is an error. ``out`` defaults to ``EXP/avg<N>.pt`` (N averaged),
+    like ESPnet's ``valid.acc.ave_Nbest.pth``: ``final.pt``, which ``train`` wrote, is left alone. An
+    existing ``out`` is replaced only with ``force``. Returns the path written."""
+    exp_dir = Path(exp_dir)
+    if k is not None and k < 1:
+        raise AsrError(f"--last {k}: must be >= 1 (the number of epoch checkpoints to average)",
+                       ckpt_dir(exp_dir), fix="e.g. --last 3")
+    found = epoch_checkpoints(exp_dir)
+    asked = k if k is not None else _average_last_of(exp_dir)
+    if not found:
+        raise AsrError("no epoch checkpoints to average", ckpt_dir(exp_dir), fix="train first")
+    if k is not None and k > len(found):
+        raise AsrError(f"--last {k}: only {len(found)} epoch checkpoint(s) in {ckpt_dir(exp_dir)} "
+                       f"({found[0].name.split('.rank')[0]} .. {found[-1].name.split('.rank')[0]})",
+                       fix=f"use --last {len(found)} or less")
+    if k is None and asked > len(found):
+        log.warning("%s: train.average_last is %d but only %d epoch checkpoint(s) exist: averaging %d",
+                    exp_dir, asked, len(found), len(found))
+        asked = len(found)
+    path = Path(out) if out is not None else exp_dir / f"avg{asked}.pt"
+    if path.is_dir():
+        raise AsrError("is a directory; --out must be a model file name", path,
+                       fix=f"give a file name, e.g. --out {path / f'avg{asked}.pt'}")
+    if path.exists() and not force:
+        raise AsrError("exists already; average does not replace a model file", path,
+                       fix="add --force to replace it, or give another --out")
+    model = average_last(exp_dir, asked, device)
+    save_checked({"model": model, "averaged": asked}, path)
+    return path
+
+
+def _average_last_of(exp_dir: Path) -> int:
+    """The run's ``train.average_last`` (its config.yaml; the default when the file has none)."""
+    from asrtrain.config import TrainConfig
+    from asrtrain.yamlio import read_yaml_mapping
+
+    stored = Path(exp_dir) / "config.yaml"
+    if not stored.is_file():
+        return TrainConfig().average_last
+    value = (read_yaml_mapping(stored).get("train") or {}).get("average_last", TrainConfig().average_last)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise AsrError(f"train.average_last is {value!r}, not a whole number >= 1", stored,
+                       fix="give --last K, or restore the file")
+    return value
+
+
 def _check_same_model(first: Path, total: Dict[str, torch.Tensor], path: Path, state: Dict[str, Any]) -> None:
     """Refuse averaging ``path``'s model into ``first``'s unless they have the same keys and shapes."""
     fix = "average epoch checkpoints of one training run (one model config), or fewer with --last"

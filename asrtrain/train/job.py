@@ -18,6 +18,7 @@ from asrtrain.configcheck import check_train_settings
 from asrtrain.distributed.launch import in_launched_group, launched_learners, writes_job_files
 from asrtrain.errors import AsrError
 from asrtrain.io import atomic_copy
+from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.loop import TrainJob
 
 log = logging.getLogger("asrtrain.train")
@@ -53,8 +54,61 @@ def resolve_config(cfg: Config, train_dir: Path, tokenizer: Optional[Path], alig
 
 
 # Keys that may change between a run and its resumption: where and how fast it computes, not what.
+# (train.epochs may grow too: :func:`check_extension`.)
 RESUMABLE_CHANGES = {"train.device", "train.threads", "dist.timeout_s", "dist.hang_timeout_s", "dist.backend",
                      "train.log_every_steps"}
+#: What a training run writes into its exp dir, besides the job files (config.yaml, tokenizer.model,
+#: priors.txt, rewritten by every run): ``--restart`` removes them all.
+RUN_OUTPUTS = ("checkpoints", "final.pt", "final.pt.sha256", "train.log", "tensorboard", "curves.png")
+JOB_FILES = ("config.yaml", "tokenizer.model", "priors.txt")
+
+
+def check_dev_features(cfg: Config, train_dir: Path, dev_dir: Path) -> None:
+    """Refuse a ``--dev-data`` computed with other feature options than ``--train-data`` (``cfg.features``,
+    resolved from it): the model would read it without complaint (a CPU LSTM does not check its input
+    size) and log a meaningless dev loss. The same check as ``decode`` makes of its data."""
+    from asrtrain.configfile import feature_differences
+    from asrtrain.features.reader import FeatureReader
+
+    diff = feature_differences(FeatureReader(dev_dir).config, cfg.features)
+    if diff:
+        raise AsrError(f"--dev-data features differ from --train-data's ({', '.join(diff)})",
+                       Path(dev_dir) / "features.yaml",
+                       fix=f"recompute them with asrtrain features --conf {Path(train_dir)}/features.yaml")
+
+
+def check_extension(old: dict, cfg: Config, stored: Path) -> int:
+    """``--resume`` with ``train.epochs`` other than the run's: the run's epoch count when the new one is
+    larger (the run is extended, as ESPnet's larger ``max_epoch``); shortening it, or extending a
+    differentially private run (its noise was set for the privacy budget over the old epochs), is
+    refused. The learning-rate schedule: ``exp`` and ``none`` do not depend on the epoch count, so the
+    run goes on as an M-epoch run would; ``cosine`` is recomputed over the new total (the loop logs the
+    jump of the rate at the resumed step, :func:`asrtrain.train.lr.schedule_change`)."""
+    from asrtrain.config import TrainConfig
+
+    was = (old.get("train") or {}).get("epochs", TrainConfig().epochs)
+    now = cfg.train.epochs
+    if now < was:
+        raise AsrError(f"--resume cannot shorten a run: train.epochs {was} -> {now}", stored,
+                       fix=f"resume with train.epochs={was} or more; to use the epochs done now, average "
+                           "them with asrtrain average EXP_DIR --last K")
+    if cfg.dp.enabled:
+        raise AsrError(f"--resume with train.epochs {was} -> {now}: a differentially private run cannot be "
+                       f"extended (its noise was set for the privacy budget over {was} epochs)", stored,
+                       fix=f"train a new run with train.epochs={now} in a new --exp-dir")
+    if cfg.train.anneal != "cosine":  # cosine: the loop warns, with the rate before and after
+        log.info("extending the run from %d to %d epochs: the lr schedule (anneal %s) does not depend on the "
+                 "epoch count, so it goes on as a %d-epoch run would", was, now, cfg.train.anneal, now)
+    if (stored.parent / "final.pt").is_file():
+        log.warning("%s: the %d-epoch run's final.pt is replaced when the %d-epoch run ends",
+                    stored.parent, was, now)
+    return was
+
+
+def run_finished(exp_dir: Path, epochs: int) -> bool:
+    """True when the run trained all ``epochs`` and wrote ``final.pt``: ``--resume`` has nothing to do."""
+    tag = ckpt.latest_tag(exp_dir)
+    return tag == f"epoch-{epochs:04d}" and (Path(exp_dir) / "final.pt").is_file()
 
 
 def config_diff(old: dict, new: dict) -> list:
@@ -72,8 +126,10 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
     """Resolve the config and write ``config.yaml`` and ``tokenizer.model`` into the exp dir.
 
     On ``--resume`` the stored config must equal the resolved one (training under a changed config is
-    not a resume; the device, threads and timeouts may change); the error says which keys differ.
-    ``restart`` deletes an earlier run's checkpoints and final model and starts over.
+    not a resume; the device, threads and timeouts may change, and ``train.epochs`` may grow:
+    :func:`check_extension`); the error says which keys differ. Resuming a finished run writes nothing
+    (:func:`train` says so). ``restart`` deletes an earlier run's outputs (:data:`RUN_OUTPUTS`) and
+    starts over.
     """
     exp_dir = Path(exp_dir)
     if resume and restart:
@@ -81,32 +137,35 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
     cfg, priors = resolve_config(load_config(config, overrides, extra=extra_configs), Path(train_dir),
                                  tokenizer, alignments)
     check_train_settings(config, overrides, extra_configs, cfg, Path(train_dir))
+    if dev_dir is not None:
+        check_dev_features(cfg, Path(train_dir), Path(dev_dir))
     # Under torchrun/srun the job has WORLD_SIZE learners whatever dist.learners said: config.yaml records
     # the layout that ran, and the layout checks (odd rings, uneven groups) run before any learner starts.
     cfg = replace(cfg, dist=replace(cfg.dist, learners=launched_learners(cfg.dist.learners)))
     writer = writes_job_files()
     stored = exp_dir / "config.yaml"
     ckpts = exp_dir / "checkpoints"
-    if restart and ckpts.is_dir() and writer:
-        # Several nodes on one shared file system may remove the same files at once: what another
-        # removed first is gone already, which is what was asked.
-        shutil.rmtree(ckpts, onerror=_ignore_missing)
-        for name in ("final.pt", "final.pt.sha256"):
-            (exp_dir / name).unlink(missing_ok=True)
-        log.info("--restart: removed the earlier run's checkpoints in %s", exp_dir)
+    if restart and writer:
+        remove_run_outputs(exp_dir)
+    extended_from, finished = 0, False
     if resume and stored.is_file():
         old = read_yaml_mapping(stored)
         if (old.get("dist") or {}).get("learners") == 1 and cfg.dist.learners > 1 and in_launched_group():
             old["dist"]["learners"] = cfg.dist.learners  # written under torchrun before it recorded WORLD_SIZE
         diff = config_diff(old, to_dict(cfg))
+        if "train.epochs" in diff:
+            diff.remove("train.epochs")
+            if not diff:
+                extended_from = check_extension(old, cfg, stored)
         if diff:
             raise AsrError(f"--resume with a different config ({', '.join(diff)})", stored,
                            fix="resume with the original options or use a new --exp-dir")
+        finished = run_finished(exp_dir, cfg.train.epochs)
     elif not resume and not restart and ckpts.is_dir() and any(ckpts.glob("*.pt")):
         raise AsrError("exp dir already holds a training run", exp_dir,
                        fix="add --resume to continue it, --restart to start over, or choose a new --exp-dir")
     exp_dir.mkdir(parents=True, exist_ok=True)
-    if writer:
+    if writer and not finished:  # a finished run's --resume has nothing to train: every file is left as it is
         save_config(cfg, stored)
         if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
             atomic_copy(tokenizer, exp_dir / "tokenizer.model")
@@ -115,7 +174,28 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
             save_priors(priors, exp_dir / "priors.txt")
     return TrainJob(cfg=cfg, train_dir=Path(train_dir), dev_dir=Path(dev_dir) if dev_dir else None, exp_dir=exp_dir,
                     tokenizer=exp_dir / "tokenizer.model" if tokenizer else None, alignments=alignments,
-                    resume=resume, stop_after_steps=stop_after_steps)
+                    resume=resume, stop_after_steps=stop_after_steps, extended_from=extended_from)
+
+
+def remove_run_outputs(exp_dir: Path) -> None:
+    """``--restart``: remove what the earlier run wrote (:data:`RUN_OUTPUTS`: its checkpoints, final model,
+    log, TensorBoard runs and curves), so that nothing of it is mistaken for the new run's; what else is
+    in the exp dir (decode dirs, averaged models) is left, with a warning that it came from that run."""
+    found = [name for name in RUN_OUTPUTS if (exp_dir / name).exists()]
+    if not found:
+        return  # no earlier run
+    for name in found:
+        p = exp_dir / name
+        if p.is_dir():
+            # Several nodes on one shared file system may remove the same files at once: what another
+            # removed first is gone already, which is what was asked.
+            shutil.rmtree(p, onerror=_ignore_missing)
+        else:
+            p.unlink(missing_ok=True)
+    log.info("--restart: removed the earlier run's %s in %s", ", ".join(found), exp_dir)
+    left = sorted(p.name for p in exp_dir.iterdir() if p.name not in RUN_OUTPUTS + JOB_FILES)
+    if left:
+        log.warning("--restart: left in place, made with the earlier run's model: %s", ", ".join(left))
 
 
 def _ignore_missing(func, path, exc_info) -> None:
@@ -162,6 +242,13 @@ def train(job: TrainJob) -> Optional[Path]:
     from asrtrain.distributed.launch import in_launched_group, is_job_leader, run_learners
     from asrtrain.train.loop import threads_for
 
+    final = job.exp_dir / "final.pt"
+    if job.resume and run_finished(job.exp_dir, job.cfg.train.epochs):
+        if is_job_leader():
+            log.warning("%s: already finished (all %d epochs trained, final.pt written): nothing to do; to "
+                        "train longer, resume with a larger --set train.epochs=N", job.exp_dir,
+                        job.cfg.train.epochs)
+        return final if is_job_leader() else None
     d = job.cfg.dist
     check_dist_config(d, d.learners)  # under torchrun d.learners is WORLD_SIZE (prepare_job)
     if is_job_leader():
@@ -170,5 +257,4 @@ def train(job: TrainJob) -> Optional[Path]:
     run_learners(learner_main, job, d.learners, backend=d.backend, timeout_s=d.timeout_s,
                  threads=threads_for(job.cfg, d.learners), device=job.cfg.train.device,
                  hang_after=d.hang_timeout_s)
-    final = job.exp_dir / "final.pt"
     return final if final.is_file() and not job.stop_after_steps and is_job_leader() else None

@@ -36,7 +36,7 @@ from asrtrain.model.blstm import BLSTM, build_model
 from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.batching import BatchSource, BatchSpec, batch_source, oversized
 from asrtrain.features.dataset import AsrDataset, Batch, prefetch
-from asrtrain.train.lr import lr_at
+from asrtrain.train.lr import lr_at, schedule_change
 from asrtrain.train.resume import (LearnerState, average_weights, check_resumed_together, load_checkpoint,
                                    save_checkpoint)
 from asrtrain.train.monitor import Monitor
@@ -56,6 +56,7 @@ class TrainJob:
     alignments: Optional[str] = None  # CE: rspecifier-like path to an ark/scp of frame labels
     resume: bool = False
     stop_after_steps: int = 0  # testing: stop abruptly after this global step, as if killed
+    extended_from: int = 0  # --resume with a larger train.epochs: the epochs the run had (0: not extended)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -325,6 +326,11 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     else:
         strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths))
     total_steps = steps_per_epoch * cfg.train.epochs
+    if job.extended_from and strategy.is_main:
+        note = schedule_change(cfg.train, source.schedule_step(state.step),
+                               steps_per_epoch * job.extended_from, total_steps)
+        if note:
+            log.warning("%s", note)
     monitor = Monitor(job.exp_dir, strategy, cfg.train.log_every_steps, total_steps)
     try:
         while state.epoch < cfg.train.epochs:

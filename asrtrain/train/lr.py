@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 from asrtrain.config import TrainConfig
 
@@ -28,3 +29,14 @@ def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
     else:
         lr = cfg.lr
     return max(cfg.min_lr, lr)
+
+
+def schedule_change(cfg: TrainConfig, step: int, old_total: int, new_total: int) -> Optional[str]:
+    """What extending a run from ``old_total`` to ``new_total`` steps does to the rate at ``step``, the
+    step it resumes at (None when nothing: only ``cosine`` depends on the total)."""
+    before, after = lr_at(step, cfg, old_total), lr_at(step, cfg, new_total)
+    if before == after:
+        return None
+    return (f"train.epochs grew: the cosine lr schedule is recomputed over {new_total} steps instead of "
+            f"{old_total}, so at step {step} the lr goes from {before:.3g} to {after:.3g} (the steps before "
+            "followed the old schedule: not the run a start with the new train.epochs would give)")

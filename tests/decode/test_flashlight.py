@@ -115,6 +115,21 @@ def test_a_finished_word_cannot_be_held_over_two_frames():
     assert got[2] < ours[2] - 1.0  # frame 2 paid as blank (ln 0.03), not as a held "the"
 
 
+@needs_fl
+def test_an_unfinished_last_word_is_left_out_as_ours_leaves_it_out():
+    """When no hypothesis of the last beam ends at a word's end, flashlight lets all compete (decodeEnd)
+    and leaves the unfinished word out of its words but not of its tokens; the engine drops its tokens,
+    so both engines output "the", not "the ca"."""
+    pieces = ["<blank>", "<unk>", W + "the", W + "ca", "t"]
+    spell = {"the": [2], "cat": [3, 4]}
+    lp = np.log(np.array([[0.03, 0.01, 0.94, 0.01, 0.01], [0.94, 0.01, 0.03, 0.01, 0.01],
+                          [0.03, 0.01, 0.01, 0.94, 0.01]]))
+    fl = flashlight.FlashlightSearch(pieces, ["the", "cat"], spell.__getitem__, None, beam=1, unk=1)
+    ours = lexicon_beam_search(lp, Lexicon(["the", "cat"], pieces), None, beam=1)
+    assert fl(lp)[:2] == ours[:2] == ([2], [0])
+    assert fl.unfinished == ["ca"]
+
+
 def test_engine_is_validated():
     DecodeConfig(engine="flashlight").validate()
     with pytest.raises(AsrError, match="decode.engine"):

@@ -68,6 +68,38 @@ def test_hypothesis_ending_inside_a_word_is_not_returned_when_a_complete_one_exi
     assert words(lexicon_beam_search(lp, lex, None, beam=8)[0]) == ["a"]
 
 
+def test_when_every_hypothesis_ends_inside_a_word_the_unfinished_word_is_left_out():
+    """Flashlight's decodeEnd, and Kaldi's final states: only word ends are final. With beam 1 the last
+    frame keeps only "the ca" (a prefix of cat): the output is "the", never the non-word "ca"."""
+    lex = Lexicon(["the", "cat"], PIECES)
+    lp = frames({"\u2581the": 0.95}, {}, {"\u2581ca": 0.95})
+    unfinished = []
+    toks, fr, score = lexicon_beam_search(lp, lex, None, beam=1, unfinished=unfinished)
+    assert words(toks) == ["the"] and fr == [0] and unfinished == ["ca"]
+    # the score is the kept path's, the unfinished word's acoustics included, without its word bonus
+    assert abs(score - lexicon_beam_search(lp, lex, None, beam=1, word_bonus=2.0)[2] + 2.0) < 1e-9
+    # a beam that keeps a complete hypothesis ends at a word's end as before, and reports nothing
+    unfinished = []
+    assert words(lexicon_beam_search(lp, lex, None, beam=8, unfinished=unfinished)[0]) == ["the"]
+    assert unfinished == []
+
+
+def test_the_fallback_ranks_with_the_lm_end_and_keeps_the_nbest_distinct():
+    """Without their unfinished words the hypotheses end with </s> scored, as flashlight's decodeEnd
+    scores them: "the" (acoustically ahead) never ends a training sentence, "a" always does."""
+    from asrtrain.decode.lexicon import lexicon_nbest
+
+    lm = train_ngram([["the", "cat"]] * 20 + [["a"]] * 20, 2)
+    lex = Lexicon(lm.vocab, PIECES)
+    # "the" and "a" compete; both then start "ca" at the last frame (a prefix of cat only)
+    lp = frames({"\u2581the": 0.5, "\u2581a": 0.45}, {}, {"\u2581ca": 0.95})
+    got = lexicon_nbest(lp, lex, lm, beam=2, lm_weight=1.0, nbest=4)
+    assert [words(t) for t, _, _ in got] == [["a"], ["the"]]
+    assert all(len(f) == len(t) == 1 for t, f, _ in got)
+    no_end = lexicon_nbest(lp, lex, None, beam=2, nbest=4)  # no LM: the acoustics alone rank them
+    assert [words(t) for t, _, _ in no_end] == [["the"], ["a"]]
+
+
 # -- open vocabulary (oov_penalty) ------------------------------------------------------------------
 
 def test_open_vocabulary_keeps_a_clearly_spelled_word_outside_it():

@@ -389,3 +389,24 @@ def test_other_threads_and_waits_in_a_step_by_hand():
         assert simulate_epoch(plan, 8, zero, c) == simulate_epoch(plan, 8, base, c)
     with pytest.raises(AsrError, match="side_s and wait_s"):
         simulate_epoch(Plan("ssgd"), 2, replace(w, wait_s=-1.0), shared(2))
+
+
+def test_simulate_refuses_a_strategy_with_no_count_it_can_run():
+    """adpsgd on 3 learners only used to print an empty table with rc 0; topology refuses 3 too."""
+    err = one_error(run("simulate", "--learners", "3", "--strategies", "adpsgd", "--batches", "400"))
+    assert "--strategies adpsgd --learners 3: adpsgd needs an even number of groups" in err, err
+    assert "(fix: give learner counts it can run on" in err
+
+
+def test_simulate_names_the_counts_a_strategy_skipped():
+    res = run("simulate", "--learners", "1,3,4", "--strategies", "ssgd,adpsgd", "--batches", "400",
+              "--step-s", "0.1", "--params", "1000")
+    assert res.exit_code == 0, res.output
+    rows = [ln.split()[:2] for ln in res.output.splitlines() if ln.startswith(("ssgd ", "adpsgd "))]
+    assert rows == [["ssgd", "1"], ["ssgd", "3"], ["ssgd", "4"], ["adpsgd", "1"], ["adpsgd", "4"]], rows
+    assert "# not simulated: adpsgd on 3 learners" in res.output
+
+
+def test_simulate_max_learners_has_help():
+    res = run("simulate", "--help")
+    assert "--max-learners INTEGER Largest learner count of the default" in " ".join(res.output.split())

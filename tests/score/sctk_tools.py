@@ -51,3 +51,23 @@ def sclite_alignments(bindir, args):
             rows.append((uid,) + tuple(int(g) for g in m.groups()))
     assert rows, f"no alignments parsed from sclite output:\n{out[:2000]}"
     return rows
+
+
+def sclite_pra(bindir, args):
+    """Run ``sclite ... -o pralign stdout``; {id: (REF words, HYP words, attribute lines)} as printed."""
+    out = run_sctk(bindir, [os.path.join(bindir, "sclite")] + list(args) +
+                   ["-o", "pralign", "stdout", "-f", "0"])
+    blocks, uid = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^id: \((.*)\)\s*$", line)
+        if m:
+            uid = m.group(1)
+            blocks[uid] = [None, None, []]
+        elif uid is not None and line.startswith("REF:"):
+            blocks[uid][0] = line[4:].split()
+        elif uid is not None and line.startswith("HYP:"):
+            blocks[uid][1] = line[4:].split()
+        elif uid is not None and line.startswith("Attributes:"):
+            blocks[uid][2].append(line.strip())
+    assert blocks, f"no alignments parsed from sclite output:\n{out[:2000]}"
+    return {u: tuple(b) for u, b in blocks.items()}

@@ -19,7 +19,7 @@ from asrtrain.score.hub5 import align_hub5, score_hub5, subset_totals
 from sctk_tools import run_sctk, sclite_alignments
 
 
-def reference_filter(sctk, stm, ctm, tmp_path, glm=DEFAULT_GLM, hesitations="optional"):
+def reference_filter(sctk, stm, ctm, tmp_path, glm=DEFAULT_GLM, hesitations="optional", sclite_args=()):
     fstm = run_sctk(sctk, ["csrfilt.sh", "-i", "stm", "-t", "ref", "-dh", str(glm)], stdin=stm.read_text())
     fctm = run_sctk(sctk, ["csrfilt.sh", "-i", "ctm", "-t", "hyp", "-dh", str(glm)], stdin=ctm.read_text())
     out_stm = []
@@ -34,7 +34,7 @@ def reference_filter(sctk, stm, ctm, tmp_path, glm=DEFAULT_GLM, hesitations="opt
     (tmp_path / "f.stm").write_text("\n".join(out_stm) + "\n")
     (tmp_path / "f.ctm").write_text("\n".join(out_ctm) + "\n")
     rows = sclite_alignments(sctk, ["-r", str(tmp_path / "f.stm"), "stm", "-h", str(tmp_path / "f.ctm"),
-                                    "ctm", "-F", "-D"])
+                                    "ctm", "-F", "-D", *sclite_args])
     per = {}
     for uid, c, s, d, i in rows:
         row = per.setdefault(uid.rsplit("-", 1)[0], [0, 0, 0, 0, 0])
@@ -202,3 +202,36 @@ def test_ctm_confidences_score_as_with_sclite(tmp_path, sctk):
     stm.write_text(HANDMADE_STM)
     ctm.write_text("\n".join(lines) + "\n")
     assert ours_per_speaker(align_hub5(stm, ctm)) == reference_filter(sctk, stm, ctm, tmp_path)
+
+
+MIXED_STM = """\
+sw_4001 A sw_4001_A 1.000 4.000 <O,en,M> The Café ÉTÉ was Okay uh
+sw_4001 B sw_4001_B 0.500 3.000 <O,en,F> Naïve NAÏVE right
+"""
+
+MIXED_CTM = """\
+sw_4001 A 1.100 0.300 THE
+sw_4001 A 1.400 0.200 CAFÉ
+sw_4001 A 1.700 0.300 été
+sw_4001 A 2.000 0.200 WAS
+sw_4001 A 2.300 0.300 okay
+sw_4001 B 0.600 0.300 naïve
+sw_4001 B 1.000 0.300 naïve
+sw_4001 B 1.500 0.300 Right
+"""
+
+
+@pytest.mark.parametrize("case_sensitive", [False, True], ids=["sclite-default", "sclite-s"])
+def test_mixed_case_matches_sclite(tmp_path, sctk, case_sensitive):
+    """Case as sclite (after csrfilt, which upper-cases a-z on both sides): only A-Z fold, so "ÉTÉ" and
+    "été" stay two words, as do "NAÏVE" and "naïve" (the Python str.lower() we used to fold made them
+    equal); sclite -s and --case-sensitive agree too."""
+    stm, ctm = tmp_path / "ref.stm", tmp_path / "hyp.ctm"
+    stm.write_text(MIXED_STM, encoding="utf-8")
+    ctm.write_text(MIXED_CTM, encoding="utf-8")
+    scored = align_hub5(stm, ctm, case_sensitive=case_sensitive)
+    theirs = reference_filter(sctk, stm, ctm, tmp_path, sclite_args=["-s"] if case_sensitive else [])
+    theirs = {spk.lower(): row for spk, row in theirs.items()}  # sclite -s keeps the ids' case too
+    assert ours_per_speaker(scored) == theirs
+    # A: the café/été pair are errors (É vs é), the rest correct; B: NAÏVE vs naïve is one
+    assert theirs == {"sw_4001_a": [1, 4, 2, 0, 0], "sw_4001_b": [1, 2, 1, 0, 0]}

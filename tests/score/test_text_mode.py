@@ -2,13 +2,14 @@
 
 import random
 
+import pytest
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
 from asrtrain.score.report import align_text, score_text, speaker_of
 from asrtrain.score.wer import Counts
 
-from sctk_tools import sclite_alignments
+from sctk_tools import sclite_alignments, sclite_pra
 
 
 def write(path, lines):
@@ -80,7 +81,9 @@ def test_counts_line_and_addition():
 
 
 def _random_corpus(rng, n_utt=40):
-    vocab = ["the", "a", "cat", "dog", "sat", "ran", "on", "mat", "and", "then", "it", "was", "Big", "big"]
+    # mixed case, as sclite folds it (A-Z only: "ÉTÉ" and "été" stay two words)
+    vocab = ["the", "a", "cat", "dog", "sat", "ran", "on", "mat", "and", "then", "it", "was", "Big", "big",
+             "The", "CAT", "Mat", "ÉTÉ", "été", "Été"]
     ref, hyp = {}, {}
     for i in range(n_utt):
         uid = f"spk{i % 4}-utt{i:03d}"
@@ -90,7 +93,7 @@ def _random_corpus(rng, n_utt=40):
             r = rng.random()
             if r < 0.12:
                 continue
-            h.append(rng.choice(vocab) if r < 0.3 else w)
+            h.append(rng.choice(vocab) if r < 0.3 else w.swapcase() if r < 0.45 else w)
             if rng.random() < 0.1:
                 h.append(rng.choice(vocab))
         if not words and not h:
@@ -99,20 +102,112 @@ def _random_corpus(rng, n_utt=40):
     return ref, hyp
 
 
-def test_text_mode_parity_with_sclite_trn(tmp_path, sctk):
-    rng = random.Random(7)
-    ref, hyp = _random_corpus(rng)
+def _write_random_corpus(tmp_path, seed=7):
+    ref, hyp = _random_corpus(random.Random(seed))
     missing = "spk3-utt039"
     write(tmp_path / "ref", [f"{u} {' '.join(w)}".strip() for u, w in ref.items()])
     write(tmp_path / "hyp", [f"{u} {' '.join(w)}".strip() for u, w in hyp.items() if u != missing])
-    total = score_text(tmp_path / "ref", tmp_path / "hyp")
-    scored = align_text(tmp_path / "ref", tmp_path / "hyp")
     # sclite needs every utterance in the hyp trn; ours scores a missing one against nothing, as here
     write(tmp_path / "ref.trn", [f"{' '.join(w)} ({u})" for u, w in ref.items()])
     write(tmp_path / "hyp.trn", [f"{' '.join(w if u != missing else [])} ({u})" for u, w in hyp.items()])
-    rows = sclite_alignments(sctk, ["-r", str(tmp_path / "ref.trn"), "trn", "-h", str(tmp_path / "hyp.trn"),
-                                    "trn", "-i", "swb", "-s"])
+    return ["-r", str(tmp_path / "ref.trn"), "trn", "-h", str(tmp_path / "hyp.trn"), "trn", "-i", "swb"]
+
+
+@pytest.mark.parametrize("case_sensitive", [False, True], ids=["sclite-default", "sclite-s"])
+def test_text_mode_parity_with_sclite_trn(tmp_path, sctk, case_sensitive):
+    """Counts and the .pra's words equal sclite's: by default both fold case (A-Z); with -s neither does."""
+    args = _write_random_corpus(tmp_path) + (["-s"] if case_sensitive else [])
+    total = score_text(tmp_path / "ref", tmp_path / "hyp", out_dir=tmp_path / "out", name="r",
+                       case_sensitive=case_sensitive)
+    scored = align_text(tmp_path / "ref", tmp_path / "hyp", case_sensitive=case_sensitive)
+    rows = sclite_alignments(sctk, args)
     theirs = {uid.lower(): tuple(r) for uid, *r in rows}
     ours = {s.utt.lower(): (s.counts.cor, s.counts.sub, s.counts.dele, s.counts.ins) for s in scored}
     assert ours == theirs
     assert sum(t[0] for t in theirs.values()) == total.cor
+    # the other mode counts differently on this corpus, so the test tells the two apart
+    other = score_text(tmp_path / "ref", tmp_path / "hyp", case_sensitive=not case_sensitive)
+    assert (other.cor < total.cor) == (not case_sensitive) and other.cor != total.cor
+    # the .pra shows the words as compared, as sclite's own .pra does (case marks only when folded)
+    pra = sclite_pra(sctk, args)
+    blocks = (tmp_path / "out" / "r.pra").read_text().split("\n\n")[1:]
+    got = {}
+    for b in filter(str.strip, blocks):
+        lines = b.splitlines()
+        uid = lines[0][len("id: ("):-1]
+        get = lambda tag: next(l for l in lines if l.startswith(tag))
+        attrs = [l for l in lines if l.startswith("Attributes:")]
+        got[uid.lower()] = (get("REF:")[4:].split(), get("HYP:")[4:].split(), attrs)
+    # a gap is as many '*' as the word has characters (sclite counts UTF-8 bytes: "éTé" -> 5)
+    gap = lambda words: ["*" if set(w) == {"*"} else w for w in words]
+    assert {u: (gap(r), gap(h), a) for u, (r, h, a) in got.items()} == \
+        {u.lower(): (gap(r), gap(h), a) for u, (r, h, a) in pra.items()}
+
+
+def test_case_is_folded_as_sclite_does_and_the_pra_shows_it(tmp_path):
+    ref = write(tmp_path / "ref", ["a-1 Remind me ABOUT the Movie été"])
+    hyp = write(tmp_path / "hyp", ["a-1 REMIND ME about THE movies ÉTÉ"])
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["score", str(ref), str(hyp), "--name", "up", "--out-dir", str(out)])
+    assert res.exit_code == 0, res.output
+    # A-Z fold; "movie"/"movies" and "été"/"ÉTÉ" (not ASCII) are substitutions
+    assert res.output.strip().splitlines()[-1] == "%WER 33.3 | 1 6 | 66.7 33.3 0.0 0.0 33.3 100.0 | up"
+    pra = (out / "up.pra").read_text()
+    assert "REF:  remind me about the MOVIE  éTé" in pra and "HYP:  remind me about the MOVIES ÉTÉ" in pra
+    assert "Attributes" not in pra
+    res = CliRunner().invoke(cli, ["score", str(ref), str(hyp), "--name", "cs", "--out-dir", str(out),
+                                   "--case-sensitive"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip().splitlines()[-1].startswith("%WER 100.0 | 1 6 | 0.0 100.0 ")
+    pra = (out / "cs.pra").read_text()  # as written, as sclite -s prints them
+    assert "REF:  Remind me ABOUT the Movie  été" in pra and "HYP:  REMIND ME about THE movies ÉTÉ" in pra
+    assert "Attributes: Case_sensitve" in pra
+    # the CER folds case the same way
+    res = CliRunner().invoke(cli, ["score", str(ref), str(hyp), "--cer"])
+    assert res.exit_code == 0, res.output
+    cer = [l for l in res.output.splitlines() if l.startswith("%CER")][0]
+    # 29 characters; the fold leaves é/É x2 (substitutions) and the s of movies (an insertion)
+    assert cer.startswith("%CER 10.3 | 1 29 | 93.1 6.9 0.0 3.4 10.3 "), cer
+
+
+def test_default_name_is_the_decode_dir_and_reports_are_logged(tmp_path, caplog):
+    data = tmp_path / "data" / "test"
+    data.mkdir(parents=True)
+    ref = write(data / "text", ["te000-gb-m6-000 a b", "te001-us-m6-001 c d"])
+    write(data / "utt2spk", ["te000-gb-m6-000 te000-gb-m6", "te001-us-m6-001 te001-us-m6"])
+    out = tmp_path / "scoring"
+    for dec, words in (("decode_test", "a b"), ("decode_test_lm", "a x")):
+        (tmp_path / dec).mkdir()
+        hyp = write(tmp_path / dec / "text", [f"te000-gb-m6-000 {words}", "te001-us-m6-001 c d"])
+        with caplog.at_level("INFO"):
+            res = CliRunner().invoke(cli, ["score", str(ref), str(hyp), "--out-dir", str(out)])
+        assert res.exit_code == 0, res.output
+        assert f"wrote {out / dec}.pra, {dec}.sys and wer_summary" in caplog.text
+    # one report per decode dir, none named after the file "text"
+    reports = [f"decode_test{s}.{x}" for s in ("", "_lm") for x in ("pra", "sys")] + ["wer_summary"]
+    assert sorted(p.name for p in out.iterdir()) == reports
+    # wer_summary keeps a line per name; scoring a dir again replaces its own line only
+    summary = (out / "wer_summary").read_text().splitlines()
+    assert [l.rsplit("| ", 1)[1] for l in summary] == ["decode_test", "decode_test_lm"]
+    assert summary[0].startswith("%WER 0.0 ") and summary[1].startswith("%WER 25.0 ")
+    again = ["score", str(ref), str(tmp_path / "decode_test" / "text"), "--out-dir", str(out), "--cer"]
+    res = CliRunner().invoke(cli, again)
+    assert res.exit_code == 0, res.output
+    assert (out / "wer_summary").read_text().splitlines() == [summary[1], summary[0]]
+    assert (out / "cer_summary").read_text().startswith("%CER 0.0 ")
+    assert (out / "cer_summary").read_text().rstrip().endswith("| decode_test")
+    # speakers from the utt2spk beside REF, not the id prefix before '-'
+    sys_txt = (out / "decode_test_lm.sys").read_text()
+    assert "| te000-gb-m6 " in sys_txt and "| te001-us-m6 " in sys_txt and "| te000 " not in sys_txt
+    assert "Speaker: te000-gb-m6" in (out / "decode_test_lm.pra").read_text()
+
+
+def test_utt2spk_beside_ref_without_every_utterance_is_not_used(tmp_path, caplog):
+    ref = write(tmp_path / "text", ["s1-u1 a", "s2-u2 b"])
+    write(tmp_path / "utt2spk", ["s1-u1 alice"])
+    hyp = write(tmp_path / "hyp", ["s1-u1 a", "s2-u2 b"])
+    with caplog.at_level("WARNING"):
+        score_text(ref, hyp, out_dir=tmp_path / "out", name="n")
+    assert "no speaker for 's2-u2'" in caplog.text
+    sys_txt = (tmp_path / "out" / "n.sys").read_text()
+    assert "| s1 " in sys_txt and "| s2 " in sys_txt and "alice" not in sys_txt

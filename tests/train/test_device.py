@@ -183,7 +183,8 @@ def test_no_command_runs_a_pickle_payload(data, tmp_path):
     for call in calls:
         line = one_error(runner.invoke(cli, [str(a) for a in call]))
         assert "refused to load" in line and "pickle" in line, line
-    r = train(data, exp, "--set", "train.epochs=1", "--resume")
+    # (a finished run's --resume loads nothing: extend it, so the checkpoint is read)
+    r = train(data, exp, "--set", "train.epochs=2", "--resume")
     assert r.exit_code == 1 and "refused to load" in r.output and "Traceback" not in r.output
     assert not marker.exists()
 
@@ -196,7 +197,7 @@ def test_a_corrupt_checkpoint_is_named_not_resumed(data, tmp_path):
     for i in range(len(blob) // 2, len(blob) // 2 + 400):  # flip 400 bytes in the middle
         blob[i] ^= 0xFF
     ck.write_bytes(bytes(blob))
-    r = train(data, exp, "--set", "train.epochs=2", "--resume")
+    r = train(data, exp, "--set", "train.epochs=3", "--resume")  # extended: the finished run is read on
     assert r.exit_code == 1 and "checksum mismatch" in r.output and "epoch-0002.rank0.pt" in r.output
 
 

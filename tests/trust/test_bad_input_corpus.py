@@ -168,8 +168,11 @@ for cid, sets, frag in [
     ("kind", ["kind=mfcc"], "features.kind"),
     ("bool", ["use_energy=maybe"], "use_energy must be bool"),
     ("unknown-key", ["num_mel_bin=3"], "unknown config key 'num_mel_bin'"),
-    ("sectioned-key", ["features.num_mel_bins=40"], "unknown config key 'features.num_mel_bins'"),
-    ("no-equals", ["num_mel_bins"], "is not of the form section.key=value"),
+    ("sectioned-unknown-key", ["features.num_mel_bin=3"], "unknown config key 'num_mel_bin'"),
+    ("other-section-key", ["train.lr=0.2"], ("only the features keys can be set here",
+                                             "--set features.sample_rate=16000")),
+    ("no-equals", ["num_mel_bins"], ("is not of the form features.key=value",
+                                     "(fix: write e.g. --set features.sample_rate=16000)")),
 ]:
     case(f"features-set-{cid}", {}, F + "".join(f" --set {s}" for s in sets), frag)
 for cid, conf, frag in [

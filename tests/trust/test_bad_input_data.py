@@ -132,6 +132,7 @@ def test_fix_twice_keeps_the_original_backup(data):
     (data / "utt2spk").write_text("".join(lines[:2]))  # drops two utterances
     damaged = snapshot(data)
     assert run("data", "fix", data).exit_code == 0
+    (data / "utt2spk").write_text(lines[0])  # damaged again: the second fix has work to do
     res = run("data", "fix", data)
     assert res.exit_code == 0, res.output
     assert ".backup.1" in res.output
@@ -321,3 +322,11 @@ def test_unreadable_features_name_their_feats_scp_line(tmp_path):
     with pytest.raises(AsrError, match=f"cannot read features of '{utt}'") as caught:
         reader.load_raw(utt)
     assert caught.value.render().startswith(f"{feats / 'feats.scp'}:3: ")
+
+
+@pytest.mark.parametrize("n,want", [("3", "4"), ("0", "2")])
+def test_topology_odd_learners_hint_fits_topology(n, want):
+    """The hint used to say '--strategy ssgd', an option topology does not have."""
+    err = one_error(run("topology", "--learners", n))
+    assert f"--learners {n}: an ADPSGD ring needs an even number of learners" in err, err
+    assert err.endswith(f"(fix: give an even --learners, e.g. --learners {want})") and "--strategy" not in err

@@ -1,0 +1,224 @@
+"""Runs that are done, extended, restarted or averaged, and dev data that does not match the training
+features: nothing is rewritten that need not be, and every refusal is one line with its fix."""
+
+import hashlib
+import logging
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+from featfix import make_feat_dir, make_task  # noqa: E402
+from cli_helpers import one_error, run  # noqa: E402
+
+SMALL = ["model.num_layers=1", "model.hidden=16", "model.subsample=2", "train.max_frames=1500",
+         "train.warmup_steps=2", "train.lr=0.005", "train.threads=1", "specaug.enabled=false"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return make_task(tmp_path_factory.mktemp("feats"), 24, 6)
+
+
+def train(data, exp, *extra, dev=None):
+    tr, dv, tok = data
+    args = ["train", "--train-data", tr, "--dev-data", dev or dv, "--tokenizer", tok, "--exp-dir", exp]
+    for s in SMALL:
+        args += ["--set", s]
+    return run(*args, *extra)
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tree(d: Path):
+    return {p.relative_to(d): (p.stat().st_mtime_ns, sha(p)) for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def model(path: Path):
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+@pytest.fixture(scope="module")
+def two_epochs(data, tmp_path_factory):
+    """A finished 2-epoch run (anneal exp), copied by each test that changes it."""
+    exp = tmp_path_factory.mktemp("runs") / "exp2"
+    r = train(data, exp, "--set", "train.epochs=2", "--set", "train.average_last=2")
+    assert r.exit_code == 0, r.output
+    return exp
+
+
+def copy(exp: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(exp, tmp_path / exp.name))
+
+
+# -- #11: resuming a finished run, extending a run -------------------------------------------------------
+
+def test_resume_of_a_finished_run_touches_nothing(data, two_epochs, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    exp = copy(two_epochs, tmp_path)
+    before = tree(exp)
+    r = train(data, exp, "--set", "train.epochs=2", "--set", "train.average_last=2", "--resume")
+    assert r.exit_code == 0, r.output
+    assert "already finished (all 2 epochs trained, final.pt written): nothing to do" in caplog.text
+    assert r.stdout.strip() == str(exp / "final.pt")
+    assert tree(exp) == before  # not final.pt, not config.yaml, not train.log
+
+
+def test_extending_a_run_equals_training_that_long_from_the_start(data, two_epochs, tmp_path, caplog):
+    """anneal exp does not depend on the epoch count: 2 epochs, then --resume to 3, is a 3-epoch run."""
+    caplog.set_level(logging.INFO)
+    exp = copy(two_epochs, tmp_path)
+    old_final = sha(exp / "final.pt")
+    r = train(data, exp, "--set", "train.epochs=3", "--set", "train.average_last=2", "--resume")
+    assert r.exit_code == 0, r.output
+    assert "the 2-epoch run's final.pt is replaced when the 3-epoch run ends" in caplog.text
+    assert "extending the run from 2 to 3 epochs: the lr schedule (anneal exp) does not depend" in caplog.text
+    assert sha(exp / "final.pt") != old_final
+    assert yaml.safe_load((exp / "config.yaml").read_text())["train"]["epochs"] == 3
+    straight = tmp_path / "straight"
+    assert train(data, straight, "--set", "train.epochs=3", "--set", "train.average_last=2").exit_code == 0
+    a, b = model(exp / "final.pt")["model"], model(straight / "final.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # resumed again at 3: finished
+    caplog.clear()
+    r = train(data, exp, "--set", "train.epochs=3", "--set", "train.average_last=2", "--resume")
+    assert r.exit_code == 0 and "already finished" in caplog.text
+
+
+def test_extending_a_cosine_run_logs_the_rate_jump(data, tmp_path):
+    exp = tmp_path / "cos"
+    sets = ["--set", "train.anneal=cosine", "--set", "train.min_lr=0.0001"]
+    assert train(data, exp, "--set", "train.epochs=2", *sets).exit_code == 0
+    r = train(data, exp, "--set", "train.epochs=4", *sets, "--resume")
+    assert r.exit_code == 0, r.output
+    log = (exp / "train.log").read_text()
+    assert "the cosine lr schedule is recomputed over" in log and "the lr goes from 0.0001 to" in log, log
+
+
+def test_resume_cannot_shorten_a_run(data, two_epochs, tmp_path):
+    exp = copy(two_epochs, tmp_path)
+    before = tree(exp)
+    err = one_error(train(data, exp, "--set", "train.epochs=1", "--set", "train.average_last=2", "--resume"))
+    assert f"{exp}/config.yaml: --resume cannot shorten a run: train.epochs 2 -> 1" in err, err
+    assert "(fix: resume with train.epochs=2 or more" in err
+    assert tree(exp) == before
+
+
+def test_a_private_run_cannot_be_extended(tmp_path):
+    from asrtrain.config import Config, DPConfig, TrainConfig
+    from asrtrain.errors import AsrError
+    from asrtrain.train.job import check_extension
+
+    cfg = Config(train=TrainConfig(epochs=4), dp=DPConfig(enabled=True, epsilon=8.0))
+    with pytest.raises(AsrError, match=r"differentially private run cannot be extended .* over 2 epochs"):
+        check_extension({"train": {"epochs": 2}}, cfg, tmp_path / "config.yaml")
+
+
+def test_other_changes_are_still_refused_next_to_epochs(data, two_epochs, tmp_path):
+    exp = copy(two_epochs, tmp_path)
+    err = one_error(train(data, exp, "--set", "train.epochs=3", "--set", "train.average_last=2",
+                          "--set", "train.lr=0.5", "--resume"))
+    assert "--resume with a different config (train.lr)" in err, err
+
+
+# -- #19: --restart starts the log over ------------------------------------------------------------------
+
+def test_restart_removes_the_earlier_runs_outputs_and_names_what_is_left(data, two_epochs, tmp_path,
+                                                                         caplog):
+    exp = copy(two_epochs, tmp_path)
+    (exp / "avg2.pt").write_bytes(b"x")
+    r = train(data, exp, "--set", "train.epochs=1", "--restart")
+    assert r.exit_code == 0, r.output
+    assert "--restart: left in place, made with the earlier run's model: avg2.pt" in caplog.text
+    log = (exp / "train.log").read_text()
+    assert log.count("epoch 1:") == 1 and "epoch 2:" not in log, log
+    assert sorted(p.name for p in (exp / "checkpoints").glob("epoch-*.pt")) == ["epoch-0001.rank0.pt"]
+    assert (exp / "avg2.pt").read_bytes() == b"x"
+
+
+# -- #4: --dev-data with other features ------------------------------------------------------------------
+
+def test_dev_data_with_other_features_is_refused(data, tmp_path):
+    dev40 = make_feat_dir(tmp_path / "dev40", 6, dim=20, seed=1)
+    err = one_error(train(data, tmp_path / "exp", "--set", "train.epochs=1", dev=dev40))
+    assert f"{dev40}/features.yaml: --dev-data features differ from --train-data's (num_mel_bins: 20 vs 13)" \
+        in err, err
+    assert f"(fix: recompute them with asrtrain features --conf {data[0]}/features.yaml)" in err
+    assert not (tmp_path / "exp" / "checkpoints").exists()
+    # any feature option counts, not only the dimension
+    dev_dither = Path(shutil.copytree(data[1], tmp_path / "dev_dither"))
+    conf = yaml.safe_load((dev_dither / "features.yaml").read_text())
+    conf["dither"] = 1.0
+    (dev_dither / "features.yaml").write_text(yaml.safe_dump(conf))
+    err = one_error(train(data, tmp_path / "exp", "--set", "train.epochs=1", dev=dev_dither))
+    assert "(dither: 1.0 vs 0.0)" in err, err
+
+
+# -- #3: average leaves final.pt alone -------------------------------------------------------------------
+
+def test_average_defaults_to_the_runs_average_last_and_a_new_file(two_epochs, tmp_path):
+    exp = copy(two_epochs, tmp_path)
+    final = sha(exp / "final.pt")
+    r = run("average", exp)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() == str(exp / "avg2.pt")
+    assert sha(exp / "final.pt") == final
+    assert model(exp / "avg2.pt")["averaged"] == 2
+    a, b = model(exp / "avg2.pt")["model"], model(exp / "final.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)  # the same average train made
+    # run again: the file is there, and is not replaced without --force
+    before = sha(exp / "avg2.pt")
+    err = one_error(run("average", exp))
+    assert f"{exp}/avg2.pt: exists already" in err and "(fix: add --force" in err, err
+    err = one_error(run("average", exp, "--last", "1", "--out", exp / "final.pt"))
+    assert "final.pt: exists already" in err
+    assert sha(exp / "final.pt") == final
+    r = run("average", exp, "--last", "1", "--out", exp / "avg2.pt", "--force")
+    assert r.exit_code == 0, r.output
+    assert sha(exp / "avg2.pt") != before and model(exp / "avg2.pt")["averaged"] == 1
+
+
+def test_average_of_more_checkpoints_than_there_are(two_epochs, tmp_path, caplog):
+    exp = copy(two_epochs, tmp_path)
+    err = one_error(run("average", exp, "--last", "5"))
+    assert "--last 5: only 2 epoch checkpoint(s)" in err and "(epoch-0001 .. epoch-0002)" in err, err
+    assert "(fix: use --last 2 or less)" in err
+    assert not (exp / "avg5.pt").exists() and not (exp / "avg2.pt").exists()
+    # the run's own train.average_last above the count: as train does, average what there is, and say so
+    conf = yaml.safe_load((exp / "config.yaml").read_text())
+    conf["train"]["average_last"] = 5
+    (exp / "config.yaml").write_text(yaml.safe_dump(conf))
+    r = run("average", exp)
+    assert r.exit_code == 0, r.output
+    assert "train.average_last is 5 but only 2 epoch checkpoint(s) exist: averaging 2" in caplog.text
+    assert r.stdout.strip() == str(exp / "avg2.pt")
+
+
+def test_average_device_error_names_the_option(two_epochs):
+    err = one_error(run("average", two_epochs, "--device", "gpu"))
+    assert "--device = 'gpu' is not one of auto, cpu, cuda, cuda:N" in err and "train.device" not in err
+
+
+def test_train_help_types_alignments_as_a_path():
+    out = " ".join(run("train", "--help").output.split())
+    assert "--alignments PATH" in out
+    assert "--resume Continue from the exp dir's latest checkpoint (a finished" in out
+
+
+def test_restart_after_a_run_that_left_only_a_log(tmp_path):
+    """A first run that died before its first checkpoint left train.log: --restart starts that over too."""
+    from asrtrain.train.job import remove_run_outputs
+
+    exp = tmp_path / "exp"
+    (exp / "tensorboard" / "rank0").mkdir(parents=True)
+    (exp / "train.log").write_text("old run\n")
+    (exp / "config.yaml").write_text("train: {}\n")
+    remove_run_outputs(exp)
+    assert sorted(p.name for p in exp.iterdir()) == ["config.yaml"]
+    remove_run_outputs(tmp_path / "nothing-here")  # no earlier run: nothing to do
