@@ -34,8 +34,11 @@ def test_ctrl_c_gives_one_line_and_keeps_the_checkpoint(task, tmp_path, learners
            "--strategy", "single" if learners == 1 else "ssgd"]
     for s in SETTINGS:
         cmd += ["--set", s]
+    # A job started in the background (`cmd &`, nohup, CI) inherits SIGINT ignored, and Python keeps it
+    # ignored: restore the default a terminal's job has, or the SIGINT below would change nothing.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 600  # generous: a loaded 2-core machine; 10-30 s when idle
         while not (exp / "checkpoints" / "latest").exists():
