@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from asrtrain.config import Config
-from asrtrain.configfile import load_config, to_dict
+from asrtrain.configfile import load_config
 from asrtrain.decode.tune import NBEST, check_search
 from asrtrain.data.table import read_table, write_table
 from asrtrain.errors import AsrError
@@ -98,19 +98,14 @@ REFERENCES_LOST = "its text would replace the reference transcripts"
 
 # How input audio was admitted, not what the features are: an exp dir from before resampling became
 # opt-in (``resample: true``) decodes features computed since.
-NOT_FEATURE_DEFINING = {"resample"}
-
-
 def check_features(cfg: Config, data_dir: Path) -> None:
     """Refuse a feature dir computed with options other than the model's."""
+    from asrtrain.configfile import feature_differences
     from asrtrain.features.reader import FeatureReader
 
-    got = to_dict(FeatureReader(data_dir).config)
-    want = to_dict(cfg.features)
-    diff = [k for k in want if k not in NOT_FEATURE_DEFINING and got.get(k) != want[k]]
+    diff = feature_differences(FeatureReader(data_dir).config, cfg.features)
     if diff:
-        raise AsrError(f"features differ from the model's ({', '.join(f'{k}: {got.get(k)} vs {want[k]}' for k in diff)})",
-                       Path(data_dir) / "features.yaml",
+        raise AsrError(f"features differ from the model's ({', '.join(diff)})", Path(data_dir) / "features.yaml",
                        fix="recompute features with the exp dir's features section (config.yaml)")
 
 
