@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import sys
 from pathlib import Path
 
 import click
@@ -103,8 +102,8 @@ def cli(verbose: bool, quiet: bool) -> None:
     if verbose and quiet:
         raise click.UsageError("-v and -q contradict each other; give one")
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S", stream=sys.stderr)
+    from asrtrain.progress import console_log
+    console_log(level, "%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def main() -> None:

@@ -42,3 +42,19 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def console_log(level: int, fmt: str, datefmt: str = "%H:%M:%S") -> None:
+    """Log to stderr from ``level`` up (``-q``: WARNING, default INFO, ``-v``: DEBUG), as
+    ``logging.basicConfig`` would (and, like it, nothing when the root logger has handlers already: under
+    pytest, or a second call), but with the level on the console handler too. A learner's ``train.log``
+    handler wants INFO lines whatever the console shows and lowers the root logger to INFO; the console
+    handler's own level keeps those lines off a ``-q`` console."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt, datefmt))
+    handler.setLevel(level)
+    root.addHandler(handler)
+    root.setLevel(level)

@@ -58,8 +58,10 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str], 
     from asrtrain.decode.options import check_decode_options, check_oov_penalty, resolve_threads
     from asrtrain.decode.options import torch_threads
     from asrtrain.decode.run import decode as run
+    from asrtrain.device import check_device_spec
     from asrtrain.errors import AsrError
 
+    check_device_spec(device, "--device")
     resolve_threads(threads)
     check_decode_options(method, lm, words, lm_weight, word_bonus, engine)
     if nbest is not None and not att_rescore:

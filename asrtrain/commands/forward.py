@@ -26,7 +26,9 @@ def forward(exp_dir: Path, data_dir: Path, out_ark: Path, checkpoint: Optional[P
     Kaldi's latgen-faster-mapped."""
     from asrtrain.decode.options import torch_threads
     from asrtrain.decode.run import forward as run
+    from asrtrain.device import check_device_spec
 
+    check_device_spec(device, "--device")
     with torch_threads(threads):
         n = run(exp_dir, data_dir, out_ark, checkpoint, device)
     click.echo(f"{n} utterances -> {out_ark}")

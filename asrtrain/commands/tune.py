@@ -44,7 +44,9 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     Tune on dev only: a grid searched on test reports a figure no user will get."""
     from asrtrain.decode.options import torch_threads
     from asrtrain.decode.tune import parse_att_grid, parse_grid, parse_oov_grid, tune_lm as run
+    from asrtrain.device import check_device_spec
 
+    check_device_spec(device, "--device")
     grids = (parse_grid(lm_weights, "--lm-weights"), parse_grid(word_bonuses, "--word-bonuses"))
     oovs, atts = parse_oov_grid(oov_penalties), parse_att_grid(att_weights)
     with torch_threads(threads):

@@ -171,7 +171,7 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
     keep_sockets_on_loopback(os.environ)
     ctx = torch.multiprocessing.start_processes(
         _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device,
-                              hang_after),
+                              hang_after, False, logging.getLogger().getEffectiveLevel()),
         nprocs=learners, join=False, start_method="spawn")
     try:
         _supervise(ctx.processes, timeout_s, store)
@@ -228,16 +228,16 @@ def _supervise(procs, timeout_s: float, store=None) -> None:
 
 
 def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s: float, threads: int,
-                   store_addr, device_spec: str = "cpu", hang_after: float = 0.0, in_process: bool = False) -> None:
+                   store_addr, device_spec: str = "cpu", hang_after: float = 0.0, in_process: bool = False,
+                   log_level: int = logging.INFO) -> None:
     """Body of one learner: bind its device, join the group, watch the peers, run ``fn``, report one
     line on error."""
     from asrtrain.device import bind_device, resolve_device, shares_gpu
     from asrtrain.distributed.base import native_stdout_to_stderr, set_group_timeout
+    from asrtrain.progress import console_log
 
     if not in_process:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format=f"%(asctime)s %(levelname)s rank{rank} %(name)s: %(message)s",
-                            datefmt="%H:%M:%S")
+        console_log(log_level, f"%(asctime)s %(levelname)s rank{rank} %(name)s: %(message)s")
         if store_addr is not None:  # spawned here: our rank is our index on this node
             os.environ["LOCAL_RANK"] = str(rank)
             os.environ["LOCAL_WORLD_SIZE"] = str(world_size)

@@ -222,13 +222,13 @@ def learner_main(rank: int, world_size: int, job: TrainJob) -> None:
     from asrtrain.train.loop import run
 
     handler = add_file_log(job.exp_dir, rank)
-    if rank == 0:
-        log.info("layout: %s", describe_layout(job.cfg.dist, world_size))
-    # On resume every learner loads its own weights (ADPSGD learners differ); fresh runs start from
-    # rank 0's weights everywhere.
-    strategy = make_strategy(job.cfg.dist, rank, world_size, seed=job.cfg.train.seed,
-                             sync_initial_weights=not job.resume, dp=job.cfg.dp)
     try:
+        if rank == 0:
+            log.info("layout: %s", describe_layout(job.cfg.dist, world_size))
+        # On resume every learner loads its own weights (ADPSGD learners differ); fresh runs start from
+        # rank 0's weights everywhere.
+        strategy = make_strategy(job.cfg.dist, rank, world_size, seed=job.cfg.train.seed,
+                                 sync_initial_weights=not job.resume, dp=job.cfg.dp)
         run(rank, world_size, job, strategy)
     finally:  # in-process runs (tests, benchmarks) must not keep writing into this run's log
         logging.getLogger().removeHandler(handler)

@@ -105,3 +105,13 @@ def test_decode_logs_its_progress(world, tmp_path, caplog):
     n = len((tmp_path / "d" / "text").read_text().splitlines())
     assert n == 24 and lines[-1] == f"decode: {n}/{n} utt (100%)", lines
     assert 5 <= len(lines) <= 11, lines  # about every 10% (or 30 s), not every utterance
+
+
+@pytest.mark.parametrize("command,args", [
+    ("decode", ["exp", "feats", "out"]),
+    ("forward", ["exp", "feats", "out.ark"]),
+    ("tune-lm", ["exp", "feats", "t", "--lm", "lm.arpa"]),
+])
+def test_a_bad_device_names_the_option_not_the_train_key(tmp_path, command, args):
+    err = one_error(run(command, *[tmp_path / a if i < 3 else a for i, a in enumerate(args)], "--device", "gpu"))
+    assert "--device = 'gpu' is not one of auto, cpu, cuda, cuda:N" in err and "train.device" not in err, err

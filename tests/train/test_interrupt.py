@@ -63,13 +63,19 @@ def test_ctrl_c_gives_one_line_and_keeps_the_checkpoint(task, tmp_path, learners
 @pytest.mark.parametrize("learners,strategy", [(1, "single"), (2, "adpsgd")])
 def test_stdout_holds_only_the_model_path(task, tmp_path, learners, strategy):
     """`model=$(asrtrain train ...)` reads one line: gloo's "[Gloo] Rank 0 is connected to ..." (printed
-    on stdout by native code whenever a group is made, in every learner) goes to stderr."""
+    on stdout by native code whenever a group is made, in every learner) goes to stderr. Under -q the
+    console (every learner's, spawned ones included) shows no INFO lines, while train.log keeps them."""
     tr, dev, tok = task
     exp = tmp_path / "exp"
-    cmd = [sys.executable, "-m", "asrtrain", "train", "--train-data", str(tr), "--dev-data", str(dev),
+    cmd = [sys.executable, "-m", "asrtrain", "-q", "train", "--train-data", str(tr), "--dev-data", str(dev),
            "--tokenizer", str(tok), "--exp-dir", str(exp), "--learners", str(learners), "--strategy", strategy]
     for s in SETTINGS[:-2] + ["train.epochs=1"]:
         cmd += ["--set", s]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr
     assert res.stdout == f"{exp / 'final.pt'}\n", res.stdout
+    assert " INFO " not in res.stderr, res.stderr
+    logged = (exp / "train.log").read_text()
+    assert "[0] INFO asrtrain.train: epoch 1: train_loss" in logged, logged
+    if learners == 2:
+        assert "[1] INFO asrtrain.features.dataset:" in logged, logged
