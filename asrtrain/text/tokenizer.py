@@ -108,6 +108,19 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()
 
+    def settings(self) -> TokenizerConfig:
+        """What this model was trained with (its sentencepiece trainer spec), as the ``tokenizer`` section
+        of a config: training records it in the exp's ``config.yaml``, whatever the config file said.
+        ``vocab_size`` is the model's size (a ``char`` model's is what its text supported)."""
+        from sentencepiece import sentencepiece_model_pb2 as pb
+
+        proto = pb.ModelProto()
+        proto.ParseFromString(self.sp.serialized_model_proto())
+        spec = proto.trainer_spec
+        kind = pb.TrainerSpec.ModelType.Name(spec.model_type).lower()
+        return TokenizerConfig(model_type=kind, vocab_size=self.vocab_size,
+                               character_coverage=round(spec.character_coverage, 6))
+
     def encode(self, text: str) -> List[int]:
         return self.sp.encode(text, out_type=int)
 

@@ -37,7 +37,9 @@ def resolve_config(cfg: Config, train_dir: Path, tokenizer: Optional[Path], alig
         if tokenizer is None:
             raise AsrError("CTC training needs --tokenizer", fix="train one with asrtrain tokenizer train")
         from asrtrain.text.tokenizer import Tokenizer
-        targets = Tokenizer(tokenizer).vocab_size
+        tok = Tokenizer(tokenizer)
+        targets = tok.vocab_size
+        cfg = replace(cfg, tokenizer=tok.settings())  # config.yaml records the tokenizer used
     else:
         if alignments is None:
             raise AsrError("--loss ce (model.loss=ce) needs --alignments (Kaldi ali-to-pdf output)")
@@ -113,11 +115,23 @@ def run_finished(exp_dir: Path, epochs: int) -> bool:
 
 def config_diff(old: dict, new: dict) -> list:
     """Dotted keys whose values differ; a key missing from ``old`` (an older asrtrain) counts as its
-    default."""
+    default. The ``tokenizer`` section is left out: the tokenizer is compared by its file
+    (:func:`check_same_tokenizer`), and an older asrtrain recorded the config's defaults there."""
     defaults = to_dict(Config())
     return [f"{s}.{k}" for s in new for k in new[s]
-            if f"{s}.{k}" not in RESUMABLE_CHANGES
+            if f"{s}.{k}" not in RESUMABLE_CHANGES and s != "tokenizer"
             and (old.get(s) or {}).get(k, defaults.get(s, {}).get(k)) != new[s][k]]
+
+
+def check_same_tokenizer(tokenizer: Optional[Path], exp_dir: Path) -> None:
+    """On ``--resume``: the ``--tokenizer`` given must be the one the run trained with (its copy in the
+    exp dir), byte for byte; a different one would map the same ids to other pieces."""
+    kept = Path(exp_dir) / "tokenizer.model"
+    if tokenizer is None or not kept.is_file() or Path(tokenizer).resolve() == kept.resolve():
+        return
+    if Path(tokenizer).read_bytes() != kept.read_bytes():
+        raise AsrError(f"--resume with a different --tokenizer ({tokenizer}) than the run trained with", kept,
+                       fix=f"resume with --tokenizer {kept}, or train with the new one in a new --exp-dir")
 
 
 def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides: Iterable[str], train_dir: Path,
@@ -160,6 +174,7 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
         if diff:
             raise AsrError(f"--resume with a different config ({', '.join(diff)})", stored,
                            fix="resume with the original options or use a new --exp-dir")
+        check_same_tokenizer(tokenizer, exp_dir)
         finished = run_finished(exp_dir, cfg.train.epochs)
     elif not resume and not restart and ckpts.is_dir() and any(ckpts.glob("*.pt")):
         raise AsrError("exp dir already holds a training run", exp_dir,

@@ -222,3 +222,47 @@ def test_restart_after_a_run_that_left_only_a_log(tmp_path):
     remove_run_outputs(exp)
     assert sorted(p.name for p in exp.iterdir()) == ["config.yaml"]
     remove_run_outputs(tmp_path / "nothing-here")  # no earlier run: nothing to do
+
+
+# -- config.yaml's tokenizer section is the tokenizer used; a resume must use the same file -------------
+
+def test_config_yaml_records_the_tokenizer_used(data, two_epochs):
+    from asrtrain.text.tokenizer import Tokenizer
+    kept = yaml.safe_load((two_epochs / "config.yaml").read_text())["tokenizer"]
+    size = Tokenizer(data[2]).vocab_size
+    # the task's tokenizer is a word model; the config's default (unigram, 300) must not be what is kept
+    assert kept == {"model_type": "word", "vocab_size": size, "character_coverage": 1.0}, kept
+    assert yaml.safe_load((two_epochs / "config.yaml").read_text())["model"]["num_targets"] == size
+
+
+def test_resume_with_another_tokenizer_is_refused(data, two_epochs, tmp_path):
+    """Same size (so model.num_targets agrees), other pieces: only the file comparison can catch it."""
+    from asrtrain.text.tokenizer import Tokenizer
+    exp = copy(two_epochs, tmp_path)
+    words = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(8) for j in range(8)]
+    (tmp_path / "text").write_text("".join(f"u{k:03d} {' '.join(words[k:k + 6])}\n" for k in range(58)))
+    size = Tokenizer(data[2]).vocab_size
+    r = run("tokenizer", "train", "--text", tmp_path / "text", "--out", tmp_path / "tok2", "--model-type", "word",
+            "--vocab-size", str(size))
+    assert r.exit_code == 0, r.output
+    other = tmp_path / "tok2" / "tokenizer.model"
+    assert Tokenizer(other).vocab_size == size
+    before = tree(exp)
+    tr, dv, _ = data
+    args = ["train", "--train-data", tr, "--dev-data", dv, "--tokenizer", other, "--exp-dir", exp, "--resume"]
+    for s in SMALL + ["train.epochs=3", "train.average_last=2"]:
+        args += ["--set", s]
+    err = one_error(run(*args))
+    assert "--resume with a different --tokenizer" in err and "(fix: resume with --tokenizer " in err, err
+    assert tree(exp) == before
+
+
+def test_resume_of_a_run_whose_config_kept_the_default_tokenizer_section(data, two_epochs, tmp_path):
+    """An older asrtrain wrote the config's tokenizer defaults into config.yaml: its runs still resume."""
+    exp = copy(two_epochs, tmp_path)
+    conf = yaml.safe_load((exp / "config.yaml").read_text())
+    conf["tokenizer"] = {"model_type": "unigram", "vocab_size": 300, "character_coverage": 1.0}
+    (exp / "config.yaml").write_text(yaml.safe_dump(conf))
+    r = train(data, exp, "--set", "train.epochs=3", "--set", "train.average_last=2", "--resume")
+    assert r.exit_code == 0, r.output
+    assert yaml.safe_load((exp / "config.yaml").read_text())["tokenizer"]["model_type"] == "word"
