@@ -22,7 +22,7 @@ import click
 @click.option("--alignments", type=click.Path(), help="Kaldi ali-to-pdf .ark or .scp of frame labels (CE "
               "training, --loss ce; an ark: or scp: prefix is accepted).")
 @click.option("--loss", type=click.Choice(["ctc", "ce"]), help="Shorthand for --set model.loss=...")
-@click.option("--exp-dir", required=True, type=click.Path(path_type=Path), help="Where the run is written.")
+@click.option("--exp-dir", type=click.Path(path_type=Path), help="Where the run is written.  [required]")
 @click.option("--strategy", type=click.Choice(["single", "ssgd", "adpsgd", "h-adpsgd", "periodic"]),
               help="Distributed strategy (dist.strategy).")
 @click.option("--learners", type=int, help="Number of learners (dist.learners); spawned locally unless "
@@ -41,13 +41,17 @@ import click
               "nothing to do; with a larger --set train.epochs=N: train on to N epochs).")
 @click.option("--restart", is_flag=True, help="Delete the exp dir's earlier run (checkpoints, final.pt, "
               "train.log, tensorboard/, curves.png) and start over.")
+@click.option("--print-config", is_flag=True,
+              help="Print the resolved config (what EXP_DIR/config.yaml would hold: every default, the "
+                   "data's dims, the tokenizer's settings) and the model's size, then exit without training "
+                   "or writing anything; --exp-dir is not needed.")
 @click.option("--stop-after-steps", type=int, default=0, hidden=True,
               help="Testing: stop abruptly after this many steps, as if killed.")
 def train(config: Optional[Path], extra: Tuple[Path, ...], overrides: Tuple[str, ...], train_data: Path,
           dev_data: Optional[Path], tokenizer: Optional[Path], alignments: Optional[str], loss: Optional[str],
           exp_dir: Path, strategy: Optional[str], learners: Optional[int], learners_per_node: Optional[int],
           averaging: Optional[str], delay_by_one: Optional[bool], period: Optional[str], dp: Optional[bool],
-          device: Optional[str], precision: Optional[str], resume: bool, restart: bool,
+          device: Optional[str], precision: Optional[str], resume: bool, restart: bool, print_config: bool,
           stop_after_steps: int) -> None:
     """Train a BLSTM acoustic model into EXP_DIR (config.yaml, checkpoints/, final.pt, curves.png)."""
     from asrtrain.train.job import prepare_job, train as run_train
@@ -57,8 +61,29 @@ def train(config: Optional[Path], extra: Tuple[Path, ...], overrides: Tuple[str,
              "dist.period": period, "dp.enabled": dp, "train.device": device, "train.precision": precision}
     sets = list(overrides) + [f"{k}={str(v).lower() if isinstance(v, bool) else v}"
                               for k, v in flags.items() if v is not None]
+    if print_config:
+        text = resolved_config_text(config, extra, sets, train_data, dev_data, tokenizer, alignments)
+        click.echo(text, nl=False)
+        return
+    if exp_dir is None:
+        raise click.UsageError("Missing option '--exp-dir' (where the run is written; only --print-config "
+                               "goes without it).")
     job = prepare_job(config, extra, sets, train_data, dev_data, exp_dir, tokenizer, alignments, resume,
                       stop_after_steps, restart=restart)
     path = run_train(job)
     if path is not None:
         click.echo(str(path))
+
+
+def resolved_config_text(config, extra, sets, train_data, dev_data, tokenizer, alignments) -> str:
+    """``--print-config``: the YAML ``config.yaml`` would hold, then the model's parameter count (a
+    comment)."""
+    import yaml
+
+    from asrtrain.configfile import to_dict
+    from asrtrain.model.blstm import build_model
+    from asrtrain.train.job import job_config
+
+    cfg, _ = job_config(config, extra, sets, train_data, dev_data, tokenizer, alignments)
+    params = sum(p.numel() for p in build_model(cfg.model).parameters())
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False) + f"# model: {params:,} parameters\n"

@@ -134,6 +134,22 @@ def check_same_tokenizer(tokenizer: Optional[Path], exp_dir: Path) -> None:
                        fix=f"resume with --tokenizer {kept}, or train with the new one in a new --exp-dir")
 
 
+def job_config(config: Optional[Path], extra_configs: Iterable[Path], overrides: Iterable[str], train_dir: Path,
+               dev_dir: Optional[Path], tokenizer: Optional[Path], alignments: Optional[str]
+               ) -> Tuple[Config, Optional[np.ndarray]]:
+    """The config a run trains under (what its ``config.yaml`` holds), checked, and the CE priors; writes
+    nothing (``train --print-config`` prints it)."""
+    cfg, priors = resolve_config(load_config(config, overrides, extra=extra_configs), Path(train_dir),
+                                 tokenizer, alignments)
+    check_train_settings(config, overrides, extra_configs, cfg, Path(train_dir))
+    if dev_dir is not None:
+        check_dev_features(cfg, Path(train_dir), Path(dev_dir))
+    # Under torchrun/srun the job has WORLD_SIZE learners whatever dist.learners said: config.yaml records
+    # the layout that ran, and the layout checks (odd rings, uneven groups) run before any learner starts.
+    cfg = replace(cfg, dist=replace(cfg.dist, learners=launched_learners(cfg.dist.learners)))
+    return cfg, priors
+
+
 def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides: Iterable[str], train_dir: Path,
                 dev_dir: Optional[Path], exp_dir: Path, tokenizer: Optional[Path], alignments: Optional[str],
                 resume: bool, stop_after_steps: int = 0, restart: bool = False) -> TrainJob:
@@ -148,14 +164,7 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
     exp_dir = Path(exp_dir)
     if resume and restart:
         raise AsrError("--resume and --restart contradict each other", fix="give one of them")
-    cfg, priors = resolve_config(load_config(config, overrides, extra=extra_configs), Path(train_dir),
-                                 tokenizer, alignments)
-    check_train_settings(config, overrides, extra_configs, cfg, Path(train_dir))
-    if dev_dir is not None:
-        check_dev_features(cfg, Path(train_dir), Path(dev_dir))
-    # Under torchrun/srun the job has WORLD_SIZE learners whatever dist.learners said: config.yaml records
-    # the layout that ran, and the layout checks (odd rings, uneven groups) run before any learner starts.
-    cfg = replace(cfg, dist=replace(cfg.dist, learners=launched_learners(cfg.dist.learners)))
+    cfg, priors = job_config(config, extra_configs, overrides, train_dir, dev_dir, tokenizer, alignments)
     writer = writes_job_files()
     stored = exp_dir / "config.yaml"
     ckpts = exp_dir / "checkpoints"

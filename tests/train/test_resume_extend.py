@@ -266,3 +266,24 @@ def test_resume_of_a_run_whose_config_kept_the_default_tokenizer_section(data, t
     r = train(data, exp, "--set", "train.epochs=3", "--set", "train.average_last=2", "--resume")
     assert r.exit_code == 0, r.output
     assert yaml.safe_load((exp / "config.yaml").read_text())["tokenizer"]["model_type"] == "word"
+
+
+def test_print_config_is_what_config_yaml_holds_and_writes_nothing(data, two_epochs, tmp_path):
+    tr, dv, tok = data
+    args = ["train", "--train-data", tr, "--dev-data", dv, "--tokenizer", tok, "--print-config"]
+    for s in SMALL + ["train.epochs=2", "train.average_last=2"]:
+        args += ["--set", s]
+    before = {p for p in tmp_path.parent.rglob("*")}
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert yaml.safe_load(r.stdout) == yaml.safe_load((two_epochs / "config.yaml").read_text())
+    last = r.stdout.rstrip().splitlines()[-1]
+    params = sum(v.numel() for v in model(two_epochs / "final.pt")["model"].values())
+    assert last == f"# model: {params:,} parameters", last
+    assert {p for p in tmp_path.parent.rglob("*")} == before
+
+
+def test_exp_dir_is_required_without_print_config(data):
+    tr, dv, tok = data
+    r = run("train", "--train-data", tr, "--tokenizer", tok)
+    assert r.exit_code == 2 and "Missing option '--exp-dir'" in r.output, r.output
