@@ -8,7 +8,35 @@ from typing import Optional, Tuple
 import click
 
 
-@click.command()
+# Where a default differs from Kaldi's compute-fbank-feats (or the key is not one of its options).
+KALDI_DIFFERS = {
+    "kind": "asrtrain computes fbank only",
+    "sample_rate": "Kaldi's --sample-frequency",
+    "num_mel_bins": "Kaldi: 23",
+    "dither": "Kaldi: 1.0; ours is seeded by the utterance id; recipes/an4 sets 1.0",
+    "cmvn": "Kaldi: apply-cmvn, a separate step; global | speaker | none",
+    "cmvn_norm_vars": "Kaldi: apply-cmvn --norm-vars, default false",
+    "resample": "Kaldi: --allow-downsample / --allow-upsample, both false",
+}
+
+
+def _options_epilog() -> str:
+    """The feature options with their defaults, for --help (click keeps a \\b paragraph's lines)."""
+    from dataclasses import fields
+
+    from asrtrain.config import FeatureConfig
+
+    lines = ["\b", "Feature options (--set KEY=VALUE or --conf) and their defaults. The names are",
+             "Kaldi's compute-fbank-feats options (- as _), and so are the defaults unless a note says:"]
+    for f in fields(FeatureConfig):
+        value = getattr(FeatureConfig(), f.name)
+        value = str(value).lower() if isinstance(value, bool) else value
+        note = KALDI_DIFFERS.get(f.name)
+        lines.append(f"  {f.name}={value}" + (f"  ({note})" if note else ""))
+    return "\n".join(lines)
+
+
+@click.command(epilog=_options_epilog())
 @click.argument("data_dir", type=click.Path(path_type=Path))
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--nj", type=int, default=1, show_default=True,

@@ -1,6 +1,8 @@
 """``features --set`` takes the spelling ``train --set`` uses (``features.KEY=VALUE``) as well as bare keys,
 and its hints name examples that are valid for it."""
 
+import re
+
 import yaml
 
 from cli_helpers import one_error, run
@@ -36,3 +38,18 @@ def test_type_errors_use_the_right_article(tmp_path):
     assert "(fix: give num_mel_bins an int value)" in err, err
     err = one_error(run("features", data, tmp_path / "f", "--set", "dither=x"))
     assert "(fix: give dither a float value)" in err, err
+
+
+def test_help_lists_every_option_with_its_default_and_where_kaldi_differs():
+    from dataclasses import fields
+
+    from click.testing import CliRunner
+
+    from asrtrain.cli import cli
+    from asrtrain.config import FeatureConfig
+
+    out = CliRunner().invoke(cli, ["features", "--help"]).output
+    listed = re.findall(r"^    (\w+)=", out, flags=re.M)
+    assert listed == [f.name for f in fields(FeatureConfig)]
+    assert "    num_mel_bins=80  (Kaldi: 23)" in out and "    dither=0.0  (Kaldi: 1.0;" in out
+    assert "    frame_shift=10.0\n" in out  # Kaldi's default: no note
