@@ -41,7 +41,7 @@ def _options_epilog() -> str:
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--nj", type=int, default=1, show_default=True,
               help="Parallel jobs (processes, one thread each).")
-@click.option("--conf", type=click.Path(path_type=Path), default=None,
+@click.option("--conf", "--config", "conf", type=click.Path(path_type=Path), default=None,
               help="YAML file of feature options (FeatureConfig keys, Kaldi names, e.g. num_mel_bins: 80).")
 @click.option("--set", "overrides", multiple=True, metavar="[features.]KEY=VALUE",
               help="Override one feature option, e.g. --set features.sample_rate=8000 (as train --set "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Optional
 
 import click
 
@@ -20,14 +21,19 @@ def tokenizer() -> None:
               help="Output directory; writes tokenizer.model there.")
 @click.option("--model-type", type=click.Choice(["bpe", "unigram", "char", "word"]), default="unigram",
               show_default=True, help="Sentencepiece model type.")
-@click.option("--vocab-size", type=int, default=300, show_default=True,
-              help="Number of pieces (ignored for char).")
-def train_cmd(text_path: Path, out_dir: Path, model_type: str, vocab_size: int) -> None:
+@click.option("--vocab-size", type=int,
+              help="Number of pieces [default: 300]; not for char, whose pieces are the text's characters.")
+def train_cmd(text_path: Path, out_dir: Path, model_type: str, vocab_size: Optional[int]) -> None:
     """Train sentencepiece on the transcripts of a Kaldi text file."""
     from asrtrain.config import TokenizerConfig
+    from asrtrain.errors import AsrError
     from asrtrain.text.tokenizer import train_tokenizer
 
-    cfg = TokenizerConfig(model_type=model_type, vocab_size=vocab_size)
+    if model_type == "char" and vocab_size is not None:
+        raise AsrError(f"--vocab-size {vocab_size} cannot apply to --model-type char: a char model has one "
+                       "piece per character of the text", fix="drop --vocab-size, or pick bpe/unigram/word")
+    cfg = TokenizerConfig(model_type=model_type) if vocab_size is None else \
+        TokenizerConfig(model_type=model_type, vocab_size=vocab_size)
     cfg.validate()
     click.echo(train_tokenizer(text_path, out_dir, cfg))
 

@@ -439,6 +439,8 @@ case("tokenizer-train-latin1", {"t.txt": b"u1 caf\xe9\n"}, "tokenizer train --te
      "not valid UTF-8")
 case("tokenizer-train-vocab-one", {}, "tokenizer train --text {feats}/text --out {tmp}/tk --vocab-size 1",
      "tokenizer.vocab_size = 1")
+case("tokenizer-train-char-vocab", {}, "tokenizer train --text {feats}/text --out {tmp}/tk --model-type char "
+     "--vocab-size 50", "--vocab-size 50 cannot apply to --model-type char")
 case("lm-train-latin1", {"t.txt": b"u1 caf\xe9\n"}, "lm train --text {tmp}/t.txt --out {tmp}/l", "not valid UTF-8")
 case("lm-train-missing", {}, "lm train --text {tmp}/none.txt --out {tmp}/l", "file not found")
 case("lm-train-order-zero", {}, "lm train --text {feats}/text --out {tmp}/l --order 0", "--order")
