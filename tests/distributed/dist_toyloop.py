@@ -144,8 +144,11 @@ def foreign_gpu_contexts(device: torch.device) -> List[int]:
 
 
 def group_timeout_s(group) -> float:
-    """The collective timeout of a process group, in seconds (torch keeps it in its backend's options)."""
-    return group._get_backend(torch.device("cpu")).options._timeout.total_seconds()
+    """The collective timeout of a process group, in seconds (torch keeps it in its backend's options). An
+    NCCL group (H-ADPSGD's sync group on GPUs) has a backend for CUDA tensors only: asking it for the CPU's
+    raises "No backend type associated with device type cpu"."""
+    device = torch.device("cuda" if dist.get_backend(group) == "nccl" else "cpu")
+    return group._get_backend(device).options._timeout.total_seconds()
 
 
 def group_identical(model, strategy) -> bool:

@@ -195,6 +195,61 @@ def test_adpsgd_over_nccl_one_gpu_each_conserves_the_sum_and_leaves_gpu0_alone(t
         assert res[1]["foreign_gpus"] == [], res[1]["foreign_gpus"]
 
 
+@pytest.mark.parametrize("strategy", ["ssgd", "periodic"])
+def test_learners_sharing_one_gpu_over_gloo_equal_one_learner(tmp_path, strategy):
+    """Two learners on cuda:0 (so the default group is gloo) with CUDA tensors in its collectives: SSGD's
+    DDP all-reduce and periodic averaging's all-reduce of the weights (period 1 with plain SGD momentum is
+    SSGD). Both equal one learner on the whole batches, and the two learners hold the same bits."""
+    from asrtrain.distributed.launch import run_learners
+
+    cfg = DistConfig(strategy=strategy, learners=2, period="1")
+    job = toyloop.ToyArgs(str(tmp_path / strategy), cfg, batch=4, num_batches=8, device="cuda")
+    run_learners(toyloop.train, [job], learners=2, timeout_s=60, device="cuda:0")
+    single = toyloop.single_reference(toyloop.ToyArgs("", None, batch=8, num_batches=8))
+    res = toyloop.load(job.out, 2)
+    assert torch.equal(res[0]["final"], res[1]["final"])
+    for r in res:
+        torch.testing.assert_close(r["final"], single, rtol=0, atol=1e-10)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (NCCL refuses two ranks on one GPU)")
+def test_periodic_over_nccl_with_period_1_equals_one_learner(tmp_path):
+    """Periodic averaging's all-reduce of the weights (and of its float64 statistics) over NCCL."""
+    from asrtrain.distributed.launch import run_learners
+
+    job = toyloop.ToyArgs(str(tmp_path / "periodic"), DistConfig(strategy="periodic", learners=2, period="1"),
+                          batch=4, num_batches=8, device="cuda")
+    run_learners(toyloop.train, [job], learners=2, timeout_s=60, device="cuda")
+    single = toyloop.single_reference(toyloop.ToyArgs("", None, batch=8, num_batches=8))
+    res = toyloop.load(job.out, 2)
+    assert torch.equal(res[0]["final"], res[1]["final"])
+    for r in res:
+        torch.testing.assert_close(r["final"], single, rtol=0, atol=1e-10)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 4, reason="needs 4 GPUs (two H-ADPSGD groups of two, a GPU each)")
+def test_hadpsgd_over_nccl_groups_stay_identical_and_conserve_the_mean(tmp_path):
+    """Two groups of two learners, one GPU each: DDP's all-reduce and the leader's broadcast inside a group
+    over NCCL subgroups, the counts over their gloo twins, the leaders' gossip over gloo through pinned
+    memory. lr 0 and groups starting apart: a group's members hold the same bits after every step, all
+    four end at the mean of the initial weights, and every group waits dist.timeout_s."""
+    from asrtrain.distributed.launch import run_learners
+
+    cfg = DistConfig(strategy="h-adpsgd", learners=4, learners_per_node=2, averaging="random", delay_by_one=True)
+    job = toyloop.ToyArgs(str(tmp_path / "hadpsgd"), cfg, num_batches=2 * 10, batch=2, zero_grad=True,
+                          distinct_init=True, check_group_identical=True, device="cuda")
+    run_learners(toyloop.train, [job], learners=4, timeout_s=60, device="cuda")
+    res = toyloop.load(job.out, 4)
+    assert torch.equal(res[0]["initial"], res[1]["initial"]), "setup makes a group start identical"
+    mean = torch.stack([r["initial"] for r in res]).mean(0)
+    assert float((res[0]["initial"] - mean).abs().max()) > 0.1
+    for r in res:
+        assert r["identical_ok"]
+        assert r["group_timeouts"] and set(r["group_timeouts"].values()) == {60.0}, r["group_timeouts"]
+        torch.testing.assert_close(r["final"], mean, rtol=0, atol=1e-6)
+    assert res[0]["metrics"]["exchanges"] > 0 and "exchanges" not in res[1]["metrics"]
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (whether a thread opens a context on "
                                                           "GPU 0 shows only from another GPU)")
 def test_prefetch_pins_batches_without_touching_gpu0(tmp_path):
