@@ -40,9 +40,24 @@ def check_device_spec(spec: str, key: str = "train.device") -> None:
     raise err
 
 
+def env_int(name: str, default: int) -> int:
+    """An integer that torchrun, srun or our spawner exports (LOCAL_RANK, LOCAL_WORLD_SIZE): unset or empty
+    is ``default`` (``LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE`` is empty when the job gave only --ntasks);
+    anything else that is not an integer is a one-line error."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise AsrError(f"environment variable {name}={raw!r} is not an integer",
+                       fix=f"export {name} as a number, or unset it (torchrun sets it for each learner)"
+                       ) from None
+
+
 def local_rank() -> int:
     """This learner's index on its node (torchrun's / our spawner's LOCAL_RANK; 0 for one process)."""
-    return int(os.environ.get("LOCAL_RANK", "0"))
+    return env_int("LOCAL_RANK", 0)
 
 
 def resolve_device(spec: str) -> torch.device:
@@ -59,9 +74,11 @@ def resolve_device(spec: str) -> torch.device:
         index = int(spec[5:])
     else:
         index = local_rank()
-        if count == 1 and "SLURM_PROCID" in os.environ:
+        if count == 1 and "SLURM_PROCID" in os.environ and "TORCHELASTIC_RUN_ID" not in os.environ:
             # srun --gpus-per-task=1 (or --gpu-bind=single:1) shows each task its own GPU as device 0
-            # while SLURM_LOCALID counts the tasks of the node: that one GPU is this learner's.
+            # while SLURM_LOCALID counts the tasks of the node: that one GPU is this learner's. Not under
+            # torchrun inside an sbatch job: its learners share the node's GPUs, and two of them on the one
+            # visible GPU would meet as NCCL's "Duplicate GPU detected" instead of the error below.
             index = 0
     if index >= count:
         raise AsrError(f"learner needs cuda:{index} but this process sees {count} GPU(s) "

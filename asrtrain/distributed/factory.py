@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 from asrtrain.config import DistConfig, DPConfig
 from asrtrain.distributed.base import Strategy
+from asrtrain.device import env_int
 from asrtrain.distributed.comm import check_gossip_size
 from asrtrain.errors import AsrError
 
@@ -15,7 +15,7 @@ def group_size(dist_cfg: DistConfig, world_size: int) -> int:
     """H-ADPSGD group size M: ``learners_per_node``, or (0) torchrun's LOCAL_WORLD_SIZE."""
     m = dist_cfg.learners_per_node
     if m == 0:
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "0"))
+        local = env_int("LOCAL_WORLD_SIZE", 0)
         if 0 < local < world_size:
             return local
         raise AsrError("h-adpsgd needs the group size: all learners are on one node",

@@ -232,7 +232,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
                    log_level: int = logging.INFO) -> None:
     """Body of one learner: bind its device, join the group, watch the peers, run ``fn``, report one
     line on error."""
-    from asrtrain.device import bind_device, resolve_device, shares_gpu
+    from asrtrain.device import bind_device, env_int, resolve_device, shares_gpu
     from asrtrain.distributed.base import native_stdout_to_stderr, set_group_timeout
     from asrtrain.progress import console_log
 
@@ -249,7 +249,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
     try:
         device = resolve_device(device_spec)
         # Learners share a GPU when this node runs several of them on one cuda:N (one per node does not).
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+        local = env_int("LOCAL_WORLD_SIZE", world_size)
         backend = resolve_backend(backend, device, shares_gpu(device_spec) and local > 1)
     except AsrError as err:
         if in_process:

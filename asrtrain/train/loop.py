@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from asrtrain.config import Config
-from asrtrain.device import ScaledStep, autocast, check_precision, make_scaler, resolve_device
+from asrtrain.device import ScaledStep, autocast, check_precision, env_int, make_scaler, resolve_device
 from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.progress import note_progress
 from asrtrain.errors import AsrError
@@ -389,7 +389,7 @@ def threads_for(cfg: Config, learners_here: int) -> int:
     this node (under torchrun/srun LOCAL_WORLD_SIZE of them, not ``dist.learners``)."""
     if cfg.train.threads > 0:
         return cfg.train.threads
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", "0"))
+    local = env_int("LOCAL_WORLD_SIZE", 0)
     return max(1, (os.cpu_count() or 1) // max(1, local or learners_here))
 
 

@@ -58,6 +58,36 @@ def test_cuda_means_the_local_ranks_gpu_or_the_one_slurm_bound_to_the_task(monke
         resolve_device("cuda")
 
 
+def test_torchrun_inside_an_sbatch_job_does_not_take_the_slurm_one_gpu_rule(monkeypatch):
+    """torchrun started in a Slurm job step (SLURM_PROCID set) on a process that sees one GPU: the learners
+    share the node's GPUs, so local rank 1 is told it lacks cuda:1 (not put on cuda:0 beside rank 0)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(AsrError, match="needs cuda:1 but this process sees 1 GPU"):
+        resolve_device("cuda")
+
+
+def test_empty_or_bad_launcher_variables(monkeypatch):
+    """LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE is empty when the job gave only --ntasks: unset, not a
+    traceback; a value that is not a number is one line naming the variable."""
+    from asrtrain.config import DistConfig
+    from asrtrain.device import env_int, local_rank
+    from asrtrain.distributed.factory import group_size
+
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "")
+    assert env_int("LOCAL_WORLD_SIZE", 0) == 0
+    assert group_size(DistConfig(strategy="h-adpsgd", learners=4, learners_per_node=2), 4) == 2
+    monkeypatch.setenv("LOCAL_RANK", " ")
+    assert local_rank() == 0
+    monkeypatch.setenv("LOCAL_RANK", "two")
+    with pytest.raises(AsrError, match="environment variable LOCAL_RANK='two' is not an integer") as info:
+        local_rank()
+    assert "\n" not in str(info.value)
+
+
 def test_backend_follows_the_device():
     from asrtrain.distributed.launch import resolve_backend
 
