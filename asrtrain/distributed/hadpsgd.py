@@ -16,6 +16,8 @@ only other change (the leader's averaging) reaches everybody by the broadcast at
 
 from __future__ import annotations
 
+import logging
+import socket
 import time
 from typing import List
 
@@ -28,6 +30,8 @@ from asrtrain.distributed.comm import average_over_learners, check_gossip_size, 
     flat_copy, set_flat_
 from asrtrain.distributed.ssgd import broadcast_params, ddp_sum
 from asrtrain.errors import AsrError
+
+log = logging.getLogger(__name__)
 
 
 class HADPSGD(GossipState):
@@ -68,9 +72,10 @@ class HADPSGD(GossipState):
         # All process groups are created here, in the main thread, by every rank, before any thread:
         # the groups' own (NCCL on GPUs) for gradients and broadcasts, their host twins (gloo) for the
         # counts, the host world group, and the leaders' gloo gossip ring.
+        self._make_host_group()  # first: it does not depend on M, so the layout check can use it
+        self._check_layout()
         groups = [new_group(range(k * self.M, (k + 1) * self.M)) for k in range(self.G)]
         self.group = groups[self.g]
-        self._make_host_group()
         self.count_group = self.group
         if self.host_group is not None:
             host_groups = [new_group(range(k * self.M, (k + 1) * self.M), backend="gloo")
@@ -84,6 +89,29 @@ class HADPSGD(GossipState):
             self._broadcast_in_group()
         if self.is_leader:
             self._start_gossip(leaders, gossip_group)
+
+    def _check_layout(self) -> None:
+        """Every learner derives M on its own (``--learners-per-node``, else its LOCAL_WORLD_SIZE): compare
+        them over the host group before any group of M is made, where a disagreement (nodes running different
+        numbers of learners) would make ranks call ``new_group`` differently and hang. A group whose learners
+        run on several hosts (Slurm's cyclic task placement, a wrong ``--learners-per-node``) is legal but
+        its every-step all-reduce crosses the network: rank 0 warns."""
+        seen: List = [None] * self.world_size
+        dist.all_gather_object(seen, (self.M, socket.gethostname()), group=self.host_group)
+        sizes = sorted({m for m, _ in seen})
+        if len(sizes) > 1:
+            counts = ", ".join(f"M={m} on {sum(1 for x, _ in seen if x == m)} learners" for m in sizes)
+            raise AsrError(f"h-adpsgd: the learners disagree on the group size ({counts}): each takes it "
+                           "from --learners-per-node or else its node's LOCAL_WORLD_SIZE",
+                           fix="give --learners-per-node M, or run as many learners on every node")
+        if self.rank == 0:
+            for k in range(self.G):
+                hosts = sorted({h for _, h in seen[k * self.M:(k + 1) * self.M]})
+                if len(hosts) > 1:
+                    log.warning("h-adpsgd: group %d (ranks %d-%d) spans hosts %s: its every-step all-reduce "
+                                "crosses the network (use srun --distribution=block, or set "
+                                "--learners-per-node to the learners per node)", k, k * self.M,
+                                (k + 1) * self.M - 1, ", ".join(hosts))
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         """The group's gradient all-reduce as DDP (overlapped with the backward pass)."""

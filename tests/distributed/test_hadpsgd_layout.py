@@ -1,0 +1,29 @@
+"""H-ADPSGD's layout check: learners that derive different group sizes (nodes running different numbers
+of learners, each taking M from its LOCAL_WORLD_SIZE) stop with one line before any group of M is made,
+instead of calling new_group differently and hanging."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asrtrain.distributed.hadpsgd import HADPSGD
+from asrtrain.distributed.launch import run_learners
+from asrtrain.errors import AsrError
+
+
+def disagreeing(rank: int, world_size: int, _args) -> None:
+    """Ranks 0-1 think M=2 (two groups), ranks 2-3 think M=1 (four groups): both layouts are valid alone."""
+    strategy = HADPSGD(rank, world_size, group_size=2 if rank < 2 else 1)
+    model = torch.nn.Linear(3, 1)
+    strategy.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_learners_that_disagree_on_the_group_size_stop_with_one_line(capfd):
+    with pytest.raises(AsrError, match="failed"):
+        run_learners(disagreeing, None, learners=4, backend="gloo", timeout_s=30)
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if "disagree on the group size" in ln]
+    assert lines, err[-3000:]
+    assert "(M=1 on 2 learners, M=2 on 2 learners)" in lines[0] and "fix: give --learners-per-node" in lines[0]
+    assert "Traceback" not in err
