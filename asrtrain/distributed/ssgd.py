@@ -140,10 +140,13 @@ def comm_device(group, tensor: torch.Tensor) -> torch.device:
 
 
 def broadcast_params(params: List[torch.Tensor], src: int, group=None) -> None:
-    """Overwrite every learner's parameters in ``group`` with global rank ``src``'s."""
+    """Overwrite every learner's parameters in ``group`` with global rank ``src``'s. The source keeps its
+    own (writing back the bits it sent would cost a weight copy per step and touch weights that another
+    thread may be reading)."""
     from asrtrain.distributed.comm import set_flat_
 
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     flat = flat.to(comm_device(group, flat))
     dist.broadcast(flat, src=src, group=group)
-    set_flat_(params, flat.to(params[0].device))
+    if dist.get_rank() != src:
+        set_flat_(params, flat.to(params[0].device))
