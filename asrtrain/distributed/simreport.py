@@ -7,7 +7,7 @@ made, and it is what ``asrtrain simulate`` uses by default:
 
 - one-GPU time: 40 x 5.2 h = 208 h for 16 epochs (about the week the paper quotes), so 13 h per epoch;
 - samples: the hybrid BLSTM is trained on 21-frame chunks (IBM's recipe), 2,000 h x 360,000 frames/h / 21
-  = 34.3 M chunks per epoch, 267,858 batches of 128; step time = 13 h / 267,858 = 0.175 s on one V100;
+  = 34.3 M chunks per epoch, 267,857 batches of 128; step time = 13 h / 267,857 = 0.175 s on one V100;
 - model: 6 bidirectional layers of 512 cells, 260 inputs, a 256 linear bottleneck, 32,000 CD states:
   43.2 M fp32 parameters, 172 MB (:func:`blstm_params`);
 - network: inside a node 5 us and 100 GB/s (NVLink-class, what NCCL's ring reaches on a DGX-1); between
@@ -71,13 +71,36 @@ def not_simulated(labels: Sequence[str], learners: Sequence[int], results: Seque
     return [(label, ns) for label, ns in out if ns]
 
 
-def table(results: Sequence[EpochResult]) -> str:
-    lines = [f"{'strategy':<20} {'learners':>8} {'epoch_s':>11} {'speedup':>8} {'MB/learner':>11} "
-             f"{'staleness':>9}"]
-    for r in results:
-        lines.append(f"{r.label:<20} {r.learners:>8d} {r.epoch_s:>11.1f} {r.speedup:>8.2f} "
-                     f"{r.bytes_per_learner / 1e6:>11.1f} {r.staleness:>9.3f}")
-    return "\n".join(lines)
+def table(results: Sequence[EpochResult], epochs: int = 16) -> str:
+    """The results as the fixed-width table ``asrtrain simulate`` prints (one row a result)."""
+    return "\n".join([table_header()] + [table_row(r, epochs) for r in results])
+
+
+def table_header() -> str:
+    return (f"{'strategy':<20} {'learners':>8} {'epoch_s':>11} {'speedup':>8} {'MB/learner':>11} "
+            f"{'staleness':>9} {'hours':>9}")
+
+
+def table_row(r: EpochResult, epochs: int) -> str:
+    """One row: ``hours`` is ``epochs`` epochs; MB/learner is what one learner sends in one epoch."""
+    return (f"{r.label:<20} {r.learners:>8d} {r.epoch_s:>11.1f} {r.speedup:>8.2f} "
+            f"{r.bytes_per_learner / 1e6:>11.1f} {r.staleness:>9.3f} {epochs * r.epoch_s / 3600:>9.2f}")
+
+
+#: The machine-readable columns (``asrtrain simulate --format tsv`` / ``json``), full precision, SI units.
+FIELDS = ("strategy", "learners", "epoch_s", "speedup", "bytes_per_learner", "staleness", "steps", "hours")
+
+
+def record(r: EpochResult, epochs: int) -> dict:
+    """One result as a dict of :data:`FIELDS` (``hours``: ``epochs`` epochs; ``steps``: optimizer steps
+    per learner, per group for h-adpsgd)."""
+    return {"strategy": r.label, "learners": r.learners, "epoch_s": r.epoch_s, "speedup": r.speedup,
+            "bytes_per_learner": r.bytes_per_learner, "staleness": r.staleness, "steps": r.steps,
+            "hours": epochs * r.epoch_s / 3600}
+
+
+def tsv_row(values: Sequence) -> str:
+    return "\t".join(repr(v) if isinstance(v, float) else str(v) for v in values)
 
 
 def plot_speedup(results: Sequence[EpochResult], path: Path, title: str) -> Path:

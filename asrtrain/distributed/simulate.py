@@ -33,25 +33,31 @@ learner sends and the mean staleness of the averaging, before anybody buys clust
 - ring all-reduce: ``2 (n - 1) latency + 2 (n - 1) / n * B / bandwidth``;
 - a scalar all-reduce (the loss count): ``2 ceil(log2 n) latency`` (a tree);
 - broadcast (pipelined chain): ``(n - 1) latency + B / bandwidth``;
-- one gossip exchange: the request (``B``) to the passive, then its reply (``B``).
+- one gossip exchange: the request (``B``) to the passive, then its reply (``B``); with
+  ``Cluster.exchange_overhead_s`` (each side's snapshot and averaging) on each side: the active's half
+  before the request and half after the reply, the passive's whole before its reply (until 2026-11-28 the
+  active paid it twice).
 
 **Overlap rules: what waits for what** (as :mod:`asrtrain.distributed.adpsgd`, ``hadpsgd`` and ``comm``
 implement them):
 
 - ``ssgd``: every learner takes a slice of every global batch (``ceil(batches / n)`` steps); each step
   ends when the slowest learner has computed, then the count and gradient all-reduces run. Nothing
-  overlaps.
+  overlaps. (The real SSGD runs the gradient all-reduce in DDP's buckets during the backward pass, as
+  H-ADPSGD's in-group one: the model charges all of it after the compute, an upper bound.)
 - ``adpsgd``: each learner trains its own stream of batches (static: every n-th batch; dynamic: the
   next unclaimed one). An *active* (even) learner starts round k when step k starts (the snapshot is
   the weights step k computes on); the round overlaps step k's compute, and step k waits for it at its
   end, unless ``delay_by_one``: then step k + 1 waits for round k before starting round k + 1.
   Actives only talk to passives; a passive's thread serves requests one at a time **in arrival order**,
   so two actives choosing one passive queue (passive contention). Transfers between nodes hold the
-  sending node's outgoing and the receiving node's incoming NIC (first come, first served); transfers
-  inside a node do not contend. Partners: ``fixed`` alternates right and left ring neighbours,
+  sending node's outgoing and the receiving node's incoming NIC (first come, first served, by the time a
+  transfer is ready to go: a queued reply takes its NICs when the passive gets to it, since 2026-11-28);
+  transfers inside a node do not contend. Partners: ``fixed`` alternates right and left ring neighbours,
   ``random`` draws a passive uniformly (seeded by seed, rank, round, as ``Gossip.partner``).
 - ``h-adpsgd``: groups of M consecutive ranks step as one: the group's step is its slowest member's
-  compute plus the count and gradient all-reduces inside the group; the leaders gossip as ADPSGD
+  compute plus the count and gradient all-reduces inside the group (over the inter-node link for a group
+  whose ranks straddle two nodes, e.g. 12 learners, 8 a node, groups of 6); the leaders gossip as ADPSGD
   learners (round k starts with step k and is waited for at its end unless delay-by-one); every step
   ends with the fold and the broadcast of the leader's weights inside the group.
 - ``adpsgd`` and ``h-adpsgd`` end the epoch when every learner has finished and its last round has
@@ -257,12 +263,16 @@ def group_size_for(plan: Plan, n: int, cluster: Cluster) -> int:
     return max(1, min(m, n // 2))
 
 
-def simulate_epoch(plan: Plan, n: int, w: Workload, cluster: Cluster) -> EpochResult:
-    """One epoch of ``plan`` on ``n`` learners (see the module docstring for the rules)."""
+def check_plan(plan: Plan, n: int, w: Workload, cluster: Cluster) -> None:
+    """Raise :class:`AsrError` if :func:`simulate_epoch` cannot simulate ``plan`` on ``n`` learners (a bad
+    number, an odd number of gossip groups, ...), without simulating anything."""
     if plan.strategy not in STRATEGIES:
         raise AsrError(f"unknown strategy {plan.strategy!r}", fix=f"use one of {', '.join(STRATEGIES)}")
     if n < 1 or w.batches < 1 or w.step_s <= 0:
         raise AsrError("the simulator needs learners >= 1, batches >= 1 and step_s > 0")
+    if not w.slow_factor >= 1.0:
+        raise AsrError(f"slow_factor must be >= 1 (a slow learner's step over a normal one's), not "
+                       f"{w.slow_factor}")
     if not 0.0 < w.slowed_frac <= 1.0:
         raise AsrError(f"slowed_frac must be in (0, 1], not {w.slowed_frac}")
     if not cluster.exchange_cpu_s >= 0.0:
@@ -271,19 +281,29 @@ def simulate_epoch(plan: Plan, n: int, w: Workload, cluster: Cluster) -> EpochRe
         raise AsrError(f"side_s and wait_s must be >= 0, not {w.side_s} and {w.wait_s}")
     if not cluster.oversub_overhead >= 0.0:
         raise AsrError(f"oversub_overhead must be >= 0, not {cluster.oversub_overhead}")
+    if n == 1:
+        return
+    if plan.strategy == "single":
+        raise AsrError("strategy single runs on one learner only", fix="use ssgd, adpsgd or h-adpsgd")
+    if plan.strategy in ("adpsgd", "h-adpsgd"):
+        m = group_size_for(plan, n, cluster) if plan.strategy == "h-adpsgd" else 1
+        if n % m or (n // m) % 2:
+            fix = "use an even number of learners" if m == 1 else \
+                f"use a multiple of {2 * m} learners (an even number of groups of {m}, the learners per node)"
+            raise AsrError(f"{plan.strategy} needs an even number of groups: {n} learners in groups of {m}",
+                           fix=fix)
+
+
+def simulate_epoch(plan: Plan, n: int, w: Workload, cluster: Cluster) -> EpochResult:
+    """One epoch of ``plan`` on ``n`` learners (see the module docstring for the rules)."""
+    check_plan(plan, n, w, cluster)
     one = single_epoch_s(w)
-    if n == 1 or plan.strategy == "single":
-        if n != 1:
-            raise AsrError(f"strategy single runs on one learner, not {n}",
-                           fix="use ssgd, adpsgd or h-adpsgd")
+    if n == 1:
         return EpochResult(plan.label, 1, one, 1.0, 0.0, 0.0, float(w.batches))
     if plan.strategy == "ssgd":
         epoch_s, nbytes, stale, steps = _ssgd(n, w, cluster)
     else:
         m = group_size_for(plan, n, cluster) if plan.strategy == "h-adpsgd" else 1
-        if n % m or (n // m) % 2:
-            raise AsrError(f"{plan.strategy} needs an even number of groups: {n} learners in groups of {m}",
-                           fix="use an even number of learners (a multiple of 2 x learners per node)")
         epoch_s, nbytes, stale, steps = _gossip(plan, n, m, w, cluster)
     return EpochResult(plan.label, n, epoch_s, one / epoch_s, nbytes, stale, steps)
 
@@ -337,13 +357,14 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
     eng, times = Engine(), StepTimes(w, n)
     groups = n // m
     leader = [g * m for g in range(groups)]
-    glink = cluster.link(list(range(m)))
-    group_comm = scalar_allreduce_s(m, glink) + ring_allreduce_s(m, w.model_bytes, glink)
-    bcast = broadcast_s(m, w.model_bytes, glink)
+    # each group's own link: a group whose ranks straddle two nodes (12 learners, 8 a node, groups of 6)
+    # pays the inter-node link for its every-step all-reduce and broadcast
+    glinks = [cluster.link(list(range(g * m, (g + 1) * m))) for g in range(groups)]
+    group_comm = [scalar_allreduce_s(m, k) + ring_allreduce_s(m, w.model_bytes, k) for k in glinks]
+    bcast = [broadcast_s(m, w.model_bytes, k) for k in glinks]
     msg = (w.params + 1) * w.bytes_per_param  # the weights and the request/stop flag
     nodes = cluster.node(n - 1) + 1
     nic_out, nic_in = [_Nic() for _ in range(nodes)], [_Nic() for _ in range(nodes)]
-    passive_free = [0.0] * groups
     steps, stale, finish = [0] * groups, [], [0.0] * groups
     global_batches = math.ceil(w.batches / m)
     todo = [global_batches]  # dynamic balance: batches not yet claimed
@@ -366,30 +387,47 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
         nic_out[a].free = nic_in[b].free = end
         return end
 
-    def exchange(a: int, rnd: int):
-        p, snap = partner(a, rnd), steps[a]
-        yield transfer(leader[a], leader[p], eng.now + cluster.exchange_overhead_s) - eng.now
-        serve = max(eng.now, passive_free[p]) + cluster.exchange_overhead_s  # arrival order
-        passive_free[p] = transfer(leader[p], leader[a], serve)
-        yield passive_free[p] + cluster.exchange_overhead_s - eng.now
-        stale.append(steps[a] - snap)
+    passive_last: List = [None] * groups  # the passive's last request, in arrival order
 
-    passive_last: List = [None] * groups  # shared-cores exchanges: the passive's last request, in order
+    def exchange(a: int, rnd: int):
+        """One round: snapshot, request, the passive's turn (arrival order), reply, write-back. A transfer
+        takes its NICs when it is ready to go, not earlier: booking the reply when the request arrives
+        held the active's incoming NIC idle while the passive served earlier requests."""
+        p, snap, over = partner(a, rnd), steps[a], cluster.exchange_overhead_s
+        if over:  # each side's snapshot and averaging cost ``over`` in all: the active's half before
+            yield over / 2  # its request (the snapshot), half after the reply (as exchange_on_cores)
+        yield transfer(leader[a], leader[p], eng.now) - eng.now
+        before, mine = passive_last[p], Signal(eng)
+        passive_last[p] = mine
+        if before is not None:
+            yield before  # the passive serves one request at a time, in arrival order
+        if over:
+            yield over  # the passive's snapshot and write-back
+        yield transfer(leader[p], leader[a], eng.now) - eng.now
+        mine.fire()
+        if over:
+            yield over / 2  # the active's write-back
+        stale.append(steps[a] - snap)
 
     def exchange_on_cores(a: int, rnd: int):
         """As ``exchange``, with each side's CPU a job on its node's cores (``Cluster.exchange_cpu_s``)."""
         p, snap, cpu = partner(a, rnd), steps[a], cluster.exchange_cpu_s
+        over = cluster.exchange_overhead_s  # as in ``exchange``: half the active's before, half after
         yield cpus[cluster.node(leader[a])].run(cpu / 2)  # snapshot and send
-        yield transfer(leader[a], leader[p], eng.now + cluster.exchange_overhead_s) - eng.now
+        if over:
+            yield over / 2
+        yield transfer(leader[a], leader[p], eng.now) - eng.now
         before, mine = passive_last[p], Signal(eng)
         passive_last[p] = mine
         if before is not None:
             yield before  # the passive serves one request at a time, in arrival order
         yield cpus[cluster.node(leader[p])].run(cpu)  # snapshot, write-back, reply
-        yield transfer(leader[p], leader[a], eng.now + cluster.exchange_overhead_s) - eng.now
+        if over:
+            yield over
+        yield transfer(leader[p], leader[a], eng.now) - eng.now
         mine.fire()
         yield cpus[cluster.node(leader[a])].run(cpu / 2)  # receive and write back
-        yield cluster.exchange_overhead_s
+        yield over / 2
         stale.append(steps[a] - snap)
 
     cpus = [Cpu(eng, cluster.cores_per_node, cluster.oversub_overhead) for _ in range(nodes)]
@@ -428,17 +466,17 @@ def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
                 members = [eng.spawn(learner_step(r)) for r in range(g * m, (g + 1) * m)]
                 for done in members:
                     yield done
-                yield from collective(g, group_comm)
+                yield from collective(g, group_comm[g])
             else:
-                yield max(times.draw(r) for r in range(g * m, (g + 1) * m)) + group_comm
+                yield max(times.draw(r) for r in range(g * m, (g + 1) * m)) + group_comm[g]
             steps[g] += 1
             if active and not plan.delay_by_one:
                 yield pending
             if cluster.cores_per_node > 0:
                 yield cluster.fold_s
-                yield from collective(g, bcast)
+                yield from collective(g, bcast[g])
             else:
-                yield cluster.fold_s + bcast
+                yield cluster.fold_s + bcast[g]
         if pending is not None:
             yield pending
         finish[g] = eng.now
