@@ -200,11 +200,17 @@ def test_learners_sharing_one_gpu_over_gloo_equal_one_learner(tmp_path, strategy
     """Two learners on cuda:0 (so the default group is gloo) with CUDA tensors in its collectives: SSGD's
     DDP all-reduce and periodic averaging's all-reduce of the weights (period 1 with plain SGD momentum is
     SSGD). Both equal one learner on the whole batches, and the two learners hold the same bits."""
+    cfg = DistConfig(strategy=strategy, learners=2, period="1")
+    two_learners_equal_one(tmp_path / strategy, cfg, "cuda:0")
+
+
+def two_learners_equal_one(out, cfg, device: str) -> None:
+    """Two learners on half batches each (the toy loop's) end with the same bits, equal to one learner on
+    the whole batches."""
     from asrtrain.distributed.launch import run_learners
 
-    cfg = DistConfig(strategy=strategy, learners=2, period="1")
-    job = toyloop.ToyArgs(str(tmp_path / strategy), cfg, batch=4, num_batches=8, device="cuda")
-    run_learners(toyloop.train, [job], learners=2, timeout_s=60, device="cuda:0")
+    job = toyloop.ToyArgs(str(out), cfg, batch=4, num_batches=8, device="cuda")
+    run_learners(toyloop.train, [job], learners=2, timeout_s=60, device=device)
     single = toyloop.single_reference(toyloop.ToyArgs("", None, batch=8, num_batches=8))
     res = toyloop.load(job.out, 2)
     assert torch.equal(res[0]["final"], res[1]["final"])
@@ -215,16 +221,8 @@ def test_learners_sharing_one_gpu_over_gloo_equal_one_learner(tmp_path, strategy
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (NCCL refuses two ranks on one GPU)")
 def test_periodic_over_nccl_with_period_1_equals_one_learner(tmp_path):
     """Periodic averaging's all-reduce of the weights (and of its float64 statistics) over NCCL."""
-    from asrtrain.distributed.launch import run_learners
-
-    job = toyloop.ToyArgs(str(tmp_path / "periodic"), DistConfig(strategy="periodic", learners=2, period="1"),
-                          batch=4, num_batches=8, device="cuda")
-    run_learners(toyloop.train, [job], learners=2, timeout_s=60, device="cuda")
-    single = toyloop.single_reference(toyloop.ToyArgs("", None, batch=8, num_batches=8))
-    res = toyloop.load(job.out, 2)
-    assert torch.equal(res[0]["final"], res[1]["final"])
-    for r in res:
-        torch.testing.assert_close(r["final"], single, rtol=0, atol=1e-10)
+    cfg = DistConfig(strategy="periodic", learners=2, period="1")
+    two_learners_equal_one(tmp_path / "periodic", cfg, "cuda")
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 4, reason="needs 4 GPUs (two H-ADPSGD groups of two, a GPU each)")
