@@ -28,8 +28,9 @@ def _options_epilog() -> str:
 
     lines = ["\b", "Feature options (--set KEY=VALUE or --conf) and their defaults. The names are",
              "Kaldi's compute-fbank-feats options (- as _), and so are the defaults unless a note says:"]
-    for f in fields(FeatureConfig):
-        value = getattr(FeatureConfig(), f.name)
+    defaults = FeatureConfig()
+    for f in fields(defaults):
+        value = getattr(defaults, f.name)
         value = str(value).lower() if isinstance(value, bool) else value
         note = KALDI_DIFFERS.get(f.name)
         lines.append(f"  {f.name}={value}" + (f"  ({note})" if note else ""))

@@ -194,14 +194,17 @@ def lexicon_nbest(log_probs: np.ndarray, lexicon: Lexicon, lm=None, beam: int = 
         finished.append((end(score, state), list(prefix), list(h.frames)))
     if not finished:  # every hypothesis ends inside a word: they compete without it (module docstring)
         best: Dict[Tuple[int, ...], Tuple[float, List[int], List[int]]] = {}
+        top: Optional[_Hyp] = None  # the best hypothesis, whose unfinished word is reported
+        top_score = NEG_INF
         for prefix, h in beams.items():
             kept = prefix[:h.word_at]
             score = end(log_add(h.pb, h.pnb) + h.lm, h.state)
+            if top is None or score > top_score:  # the first of equals, as max() picks
+                top, top_score = h, score
             if kept not in best or score > best[kept][0]:  # two unfinished words after the same ones
                 best[kept] = (score, list(kept), list(h.frames[:h.word_at]))
         finished = list(best.values())
         if unfinished is not None:
-            top = max(beams.values(), key=lambda h: end(log_add(h.pb, h.pnb) + h.lm, h.state))
             unfinished.append(top.partial)
     finished.sort(key=lambda f: f[0], reverse=True)  # stable: equal scores keep the beam's order
     return [(tokens, frames, score) for score, tokens, frames in finished[:max(1, nbest)]]

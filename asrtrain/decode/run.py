@@ -96,8 +96,6 @@ def check_out_ark(data_dir: Path, out_ark: Path) -> None:
 REFERENCES_LOST = "its text would replace the reference transcripts"
 
 
-# How input audio was admitted, not what the features are: an exp dir from before resampling became
-# opt-in (``resample: true``) decodes features computed since.
 def check_features(cfg: Config, data_dir: Path) -> None:
     """Refuse a feature dir computed with options other than the model's."""
     from asrtrain.configfile import feature_differences
