@@ -2,41 +2,11 @@
 
 What it answers: how long an epoch takes on N learners, the speed-up over one learner, the bytes each
 learner sends and the mean staleness of the averaging, before anybody buys cluster time. It is a
-*model*: every figure it prints is a prediction from the inputs below, nothing more.
+*model*: every figure it prints is a prediction from its inputs, nothing more.
 
-**Inputs.**
-
-- :class:`Workload`: one learner's step time (mean, a spread, and a slow-learner factor for the
-  last ``slow_learners`` ranks), the batches of one epoch at one learner's batch, the model size.
-  A step's time is ``step_s * factor * L`` with ``L`` log-normal of mean 1 and coefficient of variation
-  ``spread``, drawn from a generator seeded by (seed, rank): runs are deterministic.
-- :class:`Cluster`: an alpha-beta network, ``latency + bytes / bandwidth``, with one :class:`Link` inside
-  a node and one between nodes (``learners_per_node`` consecutive ranks share a node); the per-exchange
-  cost of the gossip's snapshot and averaging; the per-step cost of folding averaging into the weights;
-  and ``cores_per_node``: 0 (the default) gives every learner its own device (a GPU each); ``k`` makes a
-  node's learners share ``k`` cores by processor sharing (each learner one thread: m learners computing at
-  once each run at ``min(1, k / m)`` of a core), as a CPU job with more learners than cores does. Then
-  ``step_s`` is a step's work in core-seconds, and a slow learner's extra time is idle, not compute: it
-  computes its step (sharing the cores), then waits ``slow_factor - 1`` times that step's wall time, as
-  ``dist.slowdown`` (a sleep) does. With a device each, the two readings are the same.
-- ``Workload.slowed_frac``: the part of a step that sleep is proportional to. ``Strategy._slow_down``
-  sleeps after the backward pass for ``slow_factor - 1`` times the wall time since ``before_step``; the
-  rest of the step (gradient norm, the optimizer step, ADPSGD's fold of landed averaging, the next
-  ``before_step``) is not slept for. 1 (the default) slows the whole step (a slower device); a
-  calibration reads the fraction from a run's logged ``compute_s`` (``scripts/bench_scale.py``).
-  A slow step is then ``work * (1 + (slow_factor - 1) * slowed_frac)``; on shared cores the learner
-  computes that part, sleeps, then computes the rest (SSGD, whose learners start each step together, takes
-  the sleep as that share of the step's shared wall time).
-
-**Communication costs** (``n`` learners, ``B`` bytes, ``link`` the slowest link the group spans):
-
-- ring all-reduce: ``2 (n - 1) latency + 2 (n - 1) / n * B / bandwidth``;
-- a scalar all-reduce (the loss count): ``2 ceil(log2 n) latency`` (a tree);
-- broadcast (pipelined chain): ``(n - 1) latency + B / bandwidth``;
-- one gossip exchange: the request (``B``) to the passive, then its reply (``B``); with
-  ``Cluster.exchange_overhead_s`` (each side's snapshot and averaging) on each side: the active's half
-  before the request and half after the reply, the passive's whole before its reply (until 2026-11-28 the
-  active paid it twice).
+The inputs and cost formulas are :mod:`asrtrain.distributed.simmodel`'s (its docstring gives them); this
+module runs an epoch (SSGD here, ADPSGD and H-ADPSGD in :mod:`asrtrain.distributed.simgossip`) and holds
+the rules both keep.
 
 **Overlap rules: what waits for what** (as :mod:`asrtrain.distributed.adpsgd`, ``hadpsgd`` and ``comm``
 implement them):
@@ -97,85 +67,22 @@ side's snapshot is written back at once, so it is 0 there).
 from __future__ import annotations
 
 import math
-import random
-from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Dict, List
+from typing import List
 
 import numpy as np
 
-from asrtrain.distributed.simengine import Cpu, Engine, Signal, oversub_cost, shared_step, step_walls
+from asrtrain.distributed.simengine import step_walls
+from asrtrain.distributed.simgossip import gossip_epoch
+from asrtrain.distributed.simmodel import (STRATEGIES, Cluster, Link, Plan, StepTimes, Workload,
+                                           broadcast_s, collective_share, group_size_for,
+                                           ring_allreduce_s, scalar_allreduce_s)
 from asrtrain.errors import AsrError
 
-STRATEGIES = ("single", "ssgd", "adpsgd", "h-adpsgd")
-
-
-@dataclass(frozen=True)
-class Link:
-    """Alpha-beta link: a message of ``b`` bytes takes ``latency_s + b / bandwidth_Bps`` seconds."""
-
-    latency_s: float
-    bandwidth_Bps: float
-
-    def seconds(self, nbytes: float) -> float:
-        return self.latency_s + nbytes / self.bandwidth_Bps
-
-
-@dataclass(frozen=True)
-class Cluster:
-    intra: Link  # between learners of one node (NVLink, shared memory)
-    inter: Link  # between nodes (one NIC per node, full duplex)
-    learners_per_node: int = 8
-    exchange_overhead_s: float = 0.0  # per gossip exchange, each side: snapshot + averaging
-    fold_s: float = 0.0  # per step, on a gossiping learner's critical path: fold the delta into the weights
-    cores_per_node: int = 0  # 0: every learner computes on its own device; k: a node's learners share k cores
-    exchange_cpu_s: float = 0.0  # shared cores only: core-seconds of one gossip exchange on each side
-    oversub_overhead: float = 0.0  # shared cores only: m > k jobs each cost 1 + c (m / k - 1) x their work
-
-    def node(self, rank: int) -> int:
-        return rank // max(1, self.learners_per_node)
-
-    def link(self, ranks: List[int]) -> Link:
-        """The link a group of ranks communicates over: the inter-node one if it spans nodes."""
-        return self.intra if len({self.node(r) for r in ranks}) <= 1 else self.inter
-
-
-@dataclass(frozen=True)
-class Workload:
-    step_s: float  # mean seconds of one learner's step at its batch (forward, backward, update)
-    batches: int  # batches in one epoch at one learner's batch (= steps of a single learner)
-    params: int
-    bytes_per_param: int = 4
-    spread: float = 0.0  # coefficient of variation of a step's time
-    slow_factor: float = 1.0  # the last `slow_learners` ranks step this many times slower
-    slow_learners: int = 0  # (only when at least one normal learner remains)
-    slowed_frac: float = 1.0  # the part of a step the slow learner's sleep is proportional to (see above)
-    seed: int = 1
-    side_s: float = 0.0  # shared cores only: core-seconds per step of the learner's other threads
-    wait_s: float = 0.0  # shared cores only: seconds per step off the cores (waits inside the step)
-
-    @property
-    def model_bytes(self) -> int:
-        return self.params * self.bytes_per_param
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A strategy and its options, e.g. ``Plan("adpsgd", "random", delay_by_one=True)``."""
-
-    strategy: str
-    schedule: str = "fixed"  # fixed | random (adpsgd, h-adpsgd)
-    delay_by_one: bool = False
-    group_size: int = 0  # h-adpsgd; 0 = learners per node (at most n / 2)
-    balance: str = "static"  # static | dynamic
-
-    @property
-    def label(self) -> str:
-        out = self.strategy
-        if self.strategy in ("adpsgd", "h-adpsgd"):
-            out += "-random" if self.schedule == "random" else ""
-            out += "-dbo" if self.delay_by_one else ""
-        return out
+# the simulator's public names, importable from here as before the model moved to simmodel
+__all__ = ["STRATEGIES", "Cluster", "EpochResult", "Link", "Plan", "Workload", "broadcast_s", "check_plan",
+           "collective_share", "group_size_for", "parse_plan", "ring_allreduce_s", "scalar_allreduce_s",
+           "simulate_epoch", "single_epoch_s", "sweep"]
 
 
 def parse_plan(label: str, balance: str = "static") -> Plan:
@@ -202,66 +109,7 @@ class EpochResult:
     steps: float  # mean optimizer steps per learner (per group for h-adpsgd)
 
 
-# -- collective costs ---------------------------------------------------------------------------------
-
-def ring_allreduce_s(n: int, nbytes: float, link: Link) -> float:
-    """``2 (n-1) latency + 2 (n-1)/n * nbytes / bandwidth``; 0 for one learner."""
-    if n <= 1:
-        return 0.0
-    return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * nbytes / link.bandwidth_Bps
-
-
-def scalar_allreduce_s(n: int, link: Link) -> float:
-    return 0.0 if n <= 1 else 2 * math.ceil(math.log2(n)) * link.latency_s
-
-
-def broadcast_s(n: int, nbytes: float, link: Link) -> float:
-    return 0.0 if n <= 1 else (n - 1) * link.latency_s + nbytes / link.bandwidth_Bps
-
-
-# -- step times ---------------------------------------------------------------------------------------
-
-def _is_slow(w: Workload, rank: int, n: int) -> bool:
-    return 0 < w.slow_learners < n and rank >= n - w.slow_learners
-
-
-class StepTimes:
-    """Deterministic per-rank step-time draws (``draw(rank)`` gives that rank's next step)."""
-
-    def __init__(self, w: Workload, n: int):
-        self.w, self.n = w, n
-        self.sigma = math.sqrt(math.log1p(w.spread ** 2))
-        self._rngs: Dict[int, np.random.Generator] = {}
-        self._buf: Dict[int, List[float]] = {}
-
-    def factor(self, rank: int) -> float:
-        """A step's wall time over its work: ``1 + (slow_factor - 1) * slowed_frac`` for a slow learner."""
-        if not _is_slow(self.w, rank, self.n):
-            return 1.0
-        return 1.0 + (self.w.slow_factor - 1.0) * self.w.slowed_frac
-
-    def draw(self, rank: int) -> float:
-        buf = self._buf.get(rank)
-        if not buf:
-            buf = self._buf[rank] = self.block(rank, 1024)[::-1].tolist()
-        return buf.pop()
-
-    def block(self, rank: int, k: int) -> np.ndarray:
-        """The next ``k`` step times of ``rank`` (k,)."""
-        base = self.w.step_s * self.factor(rank)
-        if self.sigma == 0:
-            return np.full(k, base)
-        rng = self._rngs.setdefault(rank, np.random.default_rng([self.w.seed, rank]))
-        return base * np.exp(self.sigma * rng.standard_normal(k) - self.sigma ** 2 / 2)
-
-
-# -- the strategies -----------------------------------------------------------------------------------
-
-def group_size_for(plan: Plan, n: int, cluster: Cluster) -> int:
-    """H-ADPSGD's M: the plan's, else the learners per node, at most n / 2 (two groups at least)."""
-    m = plan.group_size or cluster.learners_per_node
-    return max(1, min(m, n // 2))
-
+# -- one epoch ----------------------------------------------------------------------------------------
 
 def check_plan(plan: Plan, n: int, w: Workload, cluster: Cluster) -> None:
     """Raise :class:`AsrError` if :func:`simulate_epoch` cannot simulate ``plan`` on ``n`` learners (a bad
@@ -304,24 +152,13 @@ def simulate_epoch(plan: Plan, n: int, w: Workload, cluster: Cluster) -> EpochRe
         epoch_s, nbytes, stale, steps = _ssgd(n, w, cluster)
     else:
         m = group_size_for(plan, n, cluster) if plan.strategy == "h-adpsgd" else 1
-        epoch_s, nbytes, stale, steps = _gossip(plan, n, m, w, cluster)
+        epoch_s, nbytes, stale, steps = gossip_epoch(plan, n, m, w, cluster)
     return EpochResult(plan.label, n, epoch_s, one / epoch_s, nbytes, stale, steps)
 
 
 def single_epoch_s(w: Workload) -> float:
     """One normal-speed learner over all batches (rank 0's draws)."""
     return float(StepTimes(replace(w, slow_learners=0), 1).block(0, w.batches).sum())
-
-
-def collective_share(ranks: List[int], cluster: Cluster) -> float:
-    """A collective's wall time over its link time when ``ranks`` enter it together and nothing else runs:
-    ``max(1, m / k)``, m the most of them on one node, k its cores (every process needs a core to
-    progress), times the oversubscription cost ``1 + c (m / k - 1)``; 1 with a device each."""
-    if cluster.cores_per_node <= 0:
-        return 1.0
-    busiest = max(Counter(cluster.node(r) for r in ranks).values())
-    return max(1.0, busiest / cluster.cores_per_node) \
-        * oversub_cost(busiest, cluster.cores_per_node, cluster.oversub_overhead)
 
 
 def _ssgd(n: int, w: Workload, cluster: Cluster):
@@ -343,155 +180,6 @@ def _ssgd(n: int, w: Workload, cluster: Cluster):
         * collective_share(list(range(n)), cluster)  # all in it at once, after every learner's compute
     nbytes = steps * 2 * (n - 1) / n * w.model_bytes
     return float(slowest.sum()) + steps * comm, nbytes, 0.0, float(steps)
-
-
-class _Nic:
-    __slots__ = ("free",)
-
-    def __init__(self):
-        self.free = 0.0
-
-
-def _gossip(plan: Plan, n: int, m: int, w: Workload, cluster: Cluster):
-    """ADPSGD (m = 1) or H-ADPSGD (groups of m): event-driven."""
-    eng, times = Engine(), StepTimes(w, n)
-    groups = n // m
-    leader = [g * m for g in range(groups)]
-    # each group's own link: a group whose ranks straddle two nodes (12 learners, 8 a node, groups of 6)
-    # pays the inter-node link for its every-step all-reduce and broadcast
-    glinks = [cluster.link(list(range(g * m, (g + 1) * m))) for g in range(groups)]
-    group_comm = [scalar_allreduce_s(m, k) + ring_allreduce_s(m, w.model_bytes, k) for k in glinks]
-    bcast = [broadcast_s(m, w.model_bytes, k) for k in glinks]
-    msg = (w.params + 1) * w.bytes_per_param  # the weights and the request/stop flag
-    nodes = cluster.node(n - 1) + 1
-    nic_out, nic_in = [_Nic() for _ in range(nodes)], [_Nic() for _ in range(nodes)]
-    steps, stale, finish = [0] * groups, [], [0.0] * groups
-    global_batches = math.ceil(w.batches / m)
-    todo = [global_batches]  # dynamic balance: batches not yet claimed
-
-    def share(g: int) -> int:
-        return len(range(g, global_batches, groups))
-
-    def partner(a: int, rnd: int) -> int:
-        if plan.schedule == "fixed":
-            return (a + (1 if rnd % 2 == 0 else -1)) % groups
-        return 2 * random.Random(f"{w.seed}/{leader[a]}/{rnd}").randrange(groups // 2) + 1
-
-    def transfer(src: int, dst: int, earliest: float) -> float:
-        """End time of one message src -> dst (leader ranks) that may start at ``earliest``."""
-        a, b = cluster.node(src), cluster.node(dst)
-        if a == b:
-            return earliest + cluster.intra.seconds(msg)
-        start = max(earliest, nic_out[a].free, nic_in[b].free)
-        end = start + cluster.inter.seconds(msg)
-        nic_out[a].free = nic_in[b].free = end
-        return end
-
-    passive_last: List = [None] * groups  # the passive's last request, in arrival order
-
-    def exchange(a: int, rnd: int):
-        """One round: snapshot, request, the passive's turn (arrival order), reply, write-back. A transfer
-        takes its NICs when it is ready to go, not earlier: booking the reply when the request arrives
-        held the active's incoming NIC idle while the passive served earlier requests."""
-        p, snap, over = partner(a, rnd), steps[a], cluster.exchange_overhead_s
-        if over:  # each side's snapshot and averaging cost ``over`` in all: the active's half before
-            yield over / 2  # its request (the snapshot), half after the reply (as exchange_on_cores)
-        yield transfer(leader[a], leader[p], eng.now) - eng.now
-        before, mine = passive_last[p], Signal(eng)
-        passive_last[p] = mine
-        if before is not None:
-            yield before  # the passive serves one request at a time, in arrival order
-        if over:
-            yield over  # the passive's snapshot and write-back
-        yield transfer(leader[p], leader[a], eng.now) - eng.now
-        mine.fire()
-        if over:
-            yield over / 2  # the active's write-back
-        stale.append(steps[a] - snap)
-
-    def exchange_on_cores(a: int, rnd: int):
-        """As ``exchange``, with each side's CPU a job on its node's cores (``Cluster.exchange_cpu_s``)."""
-        p, snap, cpu = partner(a, rnd), steps[a], cluster.exchange_cpu_s
-        over = cluster.exchange_overhead_s  # as in ``exchange``: half the active's before, half after
-        yield cpus[cluster.node(leader[a])].run(cpu / 2)  # snapshot and send
-        if over:
-            yield over / 2
-        yield transfer(leader[a], leader[p], eng.now) - eng.now
-        before, mine = passive_last[p], Signal(eng)
-        passive_last[p] = mine
-        if before is not None:
-            yield before  # the passive serves one request at a time, in arrival order
-        yield cpus[cluster.node(leader[p])].run(cpu)  # snapshot, write-back, reply
-        if over:
-            yield over
-        yield transfer(leader[p], leader[a], eng.now) - eng.now
-        mine.fire()
-        yield cpus[cluster.node(leader[a])].run(cpu / 2)  # receive and write back
-        yield over / 2
-        stale.append(steps[a] - snap)
-
-    cpus = [Cpu(eng, cluster.cores_per_node, cluster.oversub_overhead) for _ in range(nodes)]
-    on_cores = cluster.cores_per_node > 0 and cluster.exchange_cpu_s > 0
-
-    def learner_step(r: int):
-        """Rank r's step on its node's shared cores (:func:`simengine.shared_step`)."""
-        factor = times.factor(r)
-        return shared_step(eng, cpus[cluster.node(r)], times.draw(r) / factor, w.side_s, w.wait_s,
-                           w.slow_factor if factor != 1.0 else 1.0, w.slowed_frac)
-
-    def collective(g: int, seconds: float):
-        """Group g's members in a collective of ``seconds`` link time, on shared cores: each member's part
-        is a job of that many core-seconds on its node's cores."""
-        if seconds <= 0.0:
-            return
-        for done in [cpus[cluster.node(r)].run(seconds) for r in range(g * m, (g + 1) * m)]:
-            yield done
-
-    def group(g: int):
-        active, rnd, pending = g % 2 == 0, 0, None
-        mine = share(g)
-        while True:
-            if plan.balance == "dynamic":
-                if todo[0] == 0:
-                    break
-                todo[0] -= 1
-            elif steps[g] >= mine:
-                break
-            if active:
-                if plan.delay_by_one and pending is not None:
-                    yield pending
-                pending = eng.spawn(exchange_on_cores(g, rnd) if on_cores else exchange(g, rnd))
-                rnd += 1
-            if cluster.cores_per_node > 0:
-                members = [eng.spawn(learner_step(r)) for r in range(g * m, (g + 1) * m)]
-                for done in members:
-                    yield done
-                yield from collective(g, group_comm[g])
-            else:
-                yield max(times.draw(r) for r in range(g * m, (g + 1) * m)) + group_comm[g]
-            steps[g] += 1
-            if active and not plan.delay_by_one:
-                yield pending
-            if cluster.cores_per_node > 0:
-                yield cluster.fold_s
-                yield from collective(g, bcast[g])
-            else:
-                yield cluster.fold_s + bcast[g]
-        if pending is not None:
-            yield pending
-        finish[g] = eng.now
-
-    for g in range(groups):
-        eng.spawn(group(g))
-    eng.run()
-    world = cluster.link(list(range(n)))
-    end = (ring_allreduce_s(n, 8 * w.params, world) + scalar_allreduce_s(n, world)) \
-        * collective_share(list(range(n)), cluster)  # every learner done: nothing else on the cores
-    total_steps = sum(steps)
-    rounds = len(stale)
-    nbytes = (2 * rounds * msg + total_steps * (2 * (m - 1) + (m - 1)) * w.model_bytes) / n \
-        + 2 * (n - 1) / n * 8 * w.params
-    return max(finish) + end, nbytes, (sum(stale) / rounds if rounds else 0.0), total_steps / groups
 
 
 def sweep(plans: List[Plan], learners: List[int], w: Workload, cluster: Cluster) -> List[EpochResult]:
