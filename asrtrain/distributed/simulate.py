@@ -162,6 +162,7 @@ def single_epoch_s(w: Workload) -> float:
 
 
 def _ssgd(n: int, w: Workload, cluster: Cluster):
+    """SSGD on n learners; returns what :func:`simgossip.gossip_epoch` returns (staleness 0)."""
     steps = math.ceil(w.batches / n)
     times = StepTimes(w, n)
     walls = np.stack([times.block(r, steps) for r in range(n)])  # (n, steps): work x factor
