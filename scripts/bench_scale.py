@@ -54,7 +54,8 @@ from bench_common import Run, markdown_table, synth_corpus, train  # noqa: E402
 from scale_probes import measure_gloo, measure_oversub  # noqa: E402
 
 from asrtrain.distributed import simreport as sr  # noqa: E402
-from asrtrain.distributed.simulate import Cluster, Link, Plan, Workload, simulate_epoch  # noqa: E402
+from asrtrain.distributed.simmodel import Cluster, Link, Plan, Workload  # noqa: E402
+from asrtrain.distributed.simulate import simulate_epoch  # noqa: E402
 
 
 # -- 1. the published system ------------------------------------------------------------------------
@@ -196,7 +197,7 @@ def model_params(run) -> int:
 def sync_step_s(run, n: int, epochs: int, link: Link, params: int, cores: int) -> float:
     """Seconds of one step of a synchronous run (ssgd) without the model's communication: its epoch over
     its steps, less the count and gradient all-reduces the model charges (on ``cores`` shared cores)."""
-    from asrtrain.distributed.simulate import collective_share, ring_allreduce_s, scalar_allreduce_s
+    from asrtrain.distributed.simmodel import collective_share, ring_allreduce_s, scalar_allreduce_s
     per_step = run.history()[-1]["seconds"] / (run.steps(0) / epochs)
     share = collective_share(list(range(n)), Cluster(link, link, n, cores_per_node=cores))
     return per_step - (scalar_allreduce_s(n, link) + ring_allreduce_s(n, 4 * params, link)) * share

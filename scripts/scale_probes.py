@@ -9,7 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from asrtrain.distributed.simulate import Link
+from asrtrain.distributed.simmodel import Link
 
 
 def _pingpong(rank: int, world: int, port: int, nbytes: int, q) -> None:

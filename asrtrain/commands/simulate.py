@@ -156,7 +156,8 @@ def simulate(strategies: str, learners: str, max_learners: int, balance: str, pl
     measurement. Rows print as they are simulated, seconds each (the default sweep takes minutes).
     """
     from asrtrain.distributed import simreport as sr
-    from asrtrain.distributed.simulate import Link, check_plan, simulate_epoch, single_epoch_s
+    from asrtrain.distributed.simmodel import Link
+    from asrtrain.distributed.simulate import check_plan, simulate_epoch, single_epoch_s
 
     _check_options(over, max_learners, epochs)
     _check_usage(over, plot_path)

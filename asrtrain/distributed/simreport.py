@@ -23,7 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Sequence, Tuple
 
-from asrtrain.distributed.simulate import Cluster, EpochResult, Link, Workload
+from asrtrain.distributed.simmodel import Cluster, Link, Workload
+from asrtrain.distributed.simulate import EpochResult
 
 PUBLISHED = {"hadpsgd64_speedup": 40.0, "hadpsgd64_hours": 5.2, "hybrid32_hours": 11.5, "epochs": 16}
 

@@ -74,15 +74,9 @@ import numpy as np
 
 from asrtrain.distributed.simengine import step_walls
 from asrtrain.distributed.simgossip import gossip_epoch
-from asrtrain.distributed.simmodel import (STRATEGIES, Cluster, Link, Plan, StepTimes, Workload,
-                                           broadcast_s, collective_share, group_size_for,
-                                           ring_allreduce_s, scalar_allreduce_s)
+from asrtrain.distributed.simmodel import (STRATEGIES, Cluster, Plan, StepTimes, Workload, collective_share,
+                                           group_size_for, ring_allreduce_s, scalar_allreduce_s)
 from asrtrain.errors import AsrError
-
-# the simulator's public names, importable from here as before the model moved to simmodel
-__all__ = ["STRATEGIES", "Cluster", "EpochResult", "Link", "Plan", "Workload", "broadcast_s", "check_plan",
-           "collective_share", "group_size_for", "parse_plan", "ring_allreduce_s", "scalar_allreduce_s",
-           "simulate_epoch", "single_epoch_s", "sweep"]
 
 
 def parse_plan(label: str, balance: str = "static") -> Plan:

@@ -1,6 +1,6 @@
 """Small clusters and workloads the simulator's tests build their cases from."""
 
-from asrtrain.distributed.simulate import Cluster, Link, Workload
+from asrtrain.distributed.simmodel import Cluster, Link, Workload
 
 FREE = Link(0.0, 1e30)  # no latency, (practically) infinite bandwidth
 
@@ -16,4 +16,4 @@ def work(**kw):
 
 
 def shared(cores, per_node=8, link=FREE):
-    return Cluster(link, link, per_node, 0.0, 0.0, cores)
+    return cluster(link, link, per_node, cores=cores)

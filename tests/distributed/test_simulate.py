@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from asrtrain.distributed.simreport import blstm_params, published_v100
-from asrtrain.distributed.simulate import (Link, Plan, broadcast_s, parse_plan, ring_allreduce_s,
-                                           simulate_epoch, sweep)
+from asrtrain.distributed.simmodel import Link, Plan, broadcast_s, ring_allreduce_s
+from asrtrain.distributed.simulate import parse_plan, simulate_epoch, sweep
 from asrtrain.errors import AsrError
 from tests.distributed.simcases import FREE, cluster, work
 

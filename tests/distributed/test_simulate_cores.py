@@ -4,7 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from asrtrain.distributed.simulate import Link, Plan, simulate_epoch
+from asrtrain.distributed.simmodel import Link, Plan
+from asrtrain.distributed.simulate import simulate_epoch
 from asrtrain.errors import AsrError
 from tests.distributed.simcases import FREE, shared, work
 
