@@ -18,9 +18,8 @@ Bad utterances (named, dropped with ``--skip-bad``, else the first one is the er
 read, segments outside the recording, NaN or Inf audio samples, non-finite features, audio shorter than
 one frame, and a sample rate other than ``sample_rate`` unless ``resample: true``.
 
-Jobs run in ``nj`` worker processes (forked, as DataLoader workers are) with one torch thread each;
-each job takes a contiguous slice of the sorted utterances (so segments of one recording share one
-read) and also returns per-speaker CMVN stats, so no second pass over the features is needed.
+Jobs run in ``nj`` worker processes (:mod:`asrtrain.features.jobs`); each job takes a contiguous slice of
+the sorted utterances and also returns per-speaker CMVN stats, so no second pass over the features is needed.
 """
 
 from __future__ import annotations
@@ -30,34 +29,30 @@ import hashlib
 import json
 import logging
 import os
-import queue as queue_mod
 import shutil
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Tuple, Union
 
 import numpy as np
 import yaml
 
 from asrtrain.config import FeatureConfig
-from asrtrain.configfile import section_from_dict, to_dict
+from asrtrain.configfile import to_dict
 from asrtrain.data import datadir as dd
 from asrtrain.data.validate import find_problems
 from asrtrain.data.table import read_table
-from asrtrain.data.audio import Where, read_recording, resample_to, segment_bounds, speed_perturb
+from asrtrain.data.audio import Where
 from asrtrain.errors import AsrError
 from asrtrain.progress import Progress
 from asrtrain.features import cmvn
-from asrtrain.features.fbank import fbank
+from asrtrain.features.jobs import Job, Utt, run_jobs
 from asrtrain.io import (atomic_write_text, check_out_is_not_input, recover_dir, reporting_no_space,
                          staging_dir, swap_dir)
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-#: A frame longer than this (ms) is taken for a wrong frame_length when audio is shorter than one frame.
-LONG_FRAME_MS = 200.0
 INPUT_FILES = ("wav.scp", "segments", "utt2spk", "text", "reco2file_and_channel", "reco2speed")
 
 
@@ -75,165 +70,6 @@ class FeatureSummary:
     @property
     def x_realtime(self) -> float:
         return self.audio_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
-
-
-@dataclass
-class _Utt:
-    utt: str
-    spk: str
-    rec: str
-    spec: str
-    start: Optional[float]
-    end: Optional[float]
-    channel: Optional[str]
-    wav_where: Where
-    seg_where: Optional[Where]
-    speed: float = 1.0  # reco2speed: speed perturbation applied to the whole recording (asrtrain.data.perturb)
-
-
-@dataclass
-class _Job:
-    index: int
-    utts: List[_Utt]
-    conf: Dict
-    tmp_ark: str  # where the ark is written (inside the staging dir)
-    final_ark: str  # where it will be once the staging dir is swapped in (named by feats.scp)
-    skip_bad: bool
-
-
-# ---------------------------------------------------------------------------------------------------------
-# One job: audio -> fbank -> ark, plus per-speaker stats
-
-def _read(u: _Utt):
-    """A whole recording, speed-perturbed when reco2speed says so (segments are in perturbed time)."""
-    wave, rate = read_recording(u.spec, u.channel, where=u.wav_where)
-    return (speed_perturb(wave, rate, u.speed) if u.speed != 1.0 else wave), rate
-
-
-def _run_job(job: _Job, report: Callable[[int], None]) -> Dict:
-    """Compute one job's features into ``job.tmp_ark``; returns entries, bad utts, stats and seconds."""
-    from kaldiio.matio import write_array
-    conf = section_from_dict(FeatureConfig, job.conf)
-    entries: List[Tuple[str, int, int]] = []  # (utt, byte offset, frames)
-    bad: List[Tuple[str, str]] = []
-    stats: Dict[str, np.ndarray] = {}
-    seconds, done = 0.0, 0
-    cache: Tuple[Optional[str], object] = (None, None)  # (rec, (wave, rate) or AsrError)
-    with reporting_no_space(job.tmp_ark), open(job.tmp_ark, "wb") as fh:
-        for u in job.utts:
-            try:
-                if u.start is None:
-                    wave, rate = _read(u)
-                else:
-                    if cache[0] != u.rec:  # read a long recording once for all its segments
-                        try:
-                            cache = (u.rec, _read(u))
-                        except AsrError as err:
-                            cache = (u.rec, err)
-                    if isinstance(cache[1], AsrError):
-                        raise cache[1]
-                    whole, rate = cache[1]
-                    lo, hi = segment_bounds(len(whole), rate, u.start, u.end, u.seg_where)
-                    wave = whole[lo:hi]
-                feats = _utterance_features(u, wave, rate, conf)
-            except AsrError as err:
-                if not job.skip_bad:
-                    raise
-                bad.append((u.utt, err.render()))
-            else:
-                fh.write(f"{u.utt} ".encode("utf-8"))
-                entries.append((u.utt, fh.tell(), feats.shape[0]))
-                write_array(fh, feats)
-                stats[u.spk] = cmvn.accumulate(feats, stats.get(u.spk))
-                seconds += len(wave) / rate
-            done += 1
-            if done % 20 == 0:
-                report(20)
-        fh.flush()
-        os.fsync(fh.fileno())
-    report(done % 20)
-    return {"entries": entries, "bad": bad, "stats": stats, "seconds": seconds}
-
-
-def _utterance_features(u: _Utt, wave: np.ndarray, rate: int, conf: FeatureConfig) -> np.ndarray:
-    """One utterance's samples -> fbank [T, D]; non-finite audio or features and too-short audio are
-    AsrErrors naming the utterance and its segments (or wav.scp) line."""
-    where = u.seg_where or u.wav_where
-    finite = np.isfinite(wave)
-    if not finite.all():
-        raise where.error(f"utterance '{u.utt}' has {int(finite.size - finite.sum())} NaN or Inf audio "
-                          f"sample(s) (first at sample {int(np.argmin(finite))})",
-                          fix="repair the audio, or drop the utterance (asrtrain features --skip-bad)")
-    wave = resample_to(wave, rate, conf.sample_rate, conf.resample, u.wav_where)
-    feats = fbank(wave, conf.sample_rate, conf, seed=u.utt)
-    if feats.shape[0] == 0:
-        frame = int(conf.sample_rate * conf.frame_length / 1000)
-        fix = "drop it (asrtrain features --skip-bad)"
-        if conf.frame_length > LONG_FRAME_MS:  # the setting, not the audio, is the likely fault
-            fix = (f"features.frame_length = {conf.frame_length:g} ms is far above the usual 25 ms: lower it "
-                   f"(--set frame_length=25), or {fix}")
-        raise where.error(f"utterance '{u.utt}' is shorter than one frame "
-                          f"({len(wave)} samples < {frame} samples of features.frame_length)", fix=fix)
-    if not np.isfinite(feats).all():
-        raise where.error(f"features of utterance '{u.utt}' are not finite (NaN or Inf; audio out of "
-                          f"range?)",
-                          fix="check the audio, or drop the utterance (asrtrain features --skip-bad)")
-    return feats
-
-
-def _worker(job: _Job, q) -> None:
-    """Process entry point: one torch thread; every outcome goes back through the queue."""
-    import torch
-    torch.set_num_threads(1)
-    try:
-        result = _run_job(job, lambda n: q.put(("progress", job.index, n)))
-        q.put(("done", job.index, result))
-    except AsrError as err:
-        q.put(("error", job.index, (err.message, err.path, err.line, err.fix)))
-    except BaseException:
-        q.put(("crash", job.index, traceback.format_exc()))
-
-
-def _run_jobs(jobs: List[_Job], progress: Progress) -> List[Dict]:
-    if len(jobs) == 1:
-        return [_run_job(jobs[0], progress.update)]
-    import multiprocessing as mp
-    # fork as torch's DataLoader does (workers then take one thread, so no OpenMP pool is re-entered);
-    # spawn costs a fresh torch import per job, seconds on a loaded machine.
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(job, q), daemon=True) for job in jobs]
-    for p in procs:
-        p.start()
-    results: Dict[int, Dict] = {}
-    try:
-        while len(results) < len(jobs):
-            try:
-                kind, j, payload = q.get(timeout=1.0)
-            except queue_mod.Empty:
-                for j, p in enumerate(procs):
-                    if j not in results and not p.is_alive() and p.exitcode not in (0, None):
-                        raise AsrError(f"feature job {j + 1} died with exit code {p.exitcode}",
-                                       fix="a negative code is the signal that killed it (-9: out of memory? "
-                                           "lower --nj)")
-                continue
-            if kind == "progress":
-                progress.update(payload)
-            elif kind == "done":
-                results[j] = payload
-            elif kind == "error":
-                raise AsrError(*payload)
-            else:  # a bug, not bad input: the traceback goes to the debug log, the user gets one line
-                log.debug("feature job %d crashed:\n%s", j + 1, payload)
-                last = payload.strip().splitlines()[-1] if payload.strip() else "no message"
-                raise AsrError(f"feature job {j + 1} crashed: {last}",
-                               fix="please report this bug with the output of asrtrain -v features ...")
-    finally:
-        for p in procs:
-            if p.is_alive() and len(results) < len(jobs):
-                p.terminate()
-            p.join(timeout=10)
-    return [results[j] for j in range(len(jobs))]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -286,19 +122,19 @@ def _select(data_dir: Path, skip_bad: bool) -> Tuple[dd.DataDir, Dict[str, str]]
 
 
 def _jobs(data: dd.DataDir, utts: List[str], work: Path, out: Path, nj: int, conf: FeatureConfig,
-          skip_bad: bool) -> List[_Job]:
+          skip_bad: bool) -> List[Job]:
     from asrtrain.data.perturb import speed_of
     items = []
     for utt in utts:
         rec, start, end = data.recording(utt)
         wav_path, wav_line = data.where("wav.scp", rec)
         seg = Where(*data.where("segments", utt)) if start is not None else None
-        items.append(_Utt(utt, data.utt2spk[utt], rec, data.wav_scp[rec], start, end, data.channel(rec),
+        items.append(Utt(utt, data.utt2spk[utt], rec, data.wav_scp[rec], start, end, data.channel(rec),
                           Where(wav_path, wav_line), seg, speed_of(data, rec)))
     nj = max(1, min(nj, len(items)))
     bounds = [round(len(items) * j / nj) for j in range(nj + 1)]
     (work / "arks").mkdir()
-    return [_Job(j, items[bounds[j]:bounds[j + 1]], to_dict(conf), str(work / "arks" / f"feats.{j + 1}.ark"),
+    return [Job(j, items[bounds[j]:bounds[j + 1]], to_dict(conf), str(work / "arks" / f"feats.{j + 1}.ark"),
                  str(out.resolve() / "arks" / f"feats.{j + 1}.ark"), skip_bad) for j in range(nj)]
 
 
@@ -362,7 +198,7 @@ def compute_features(data_dir: PathLike, out_dir: PathLike, conf: FeatureConfig,
         log.info("features %s -> %s: %d utterances in %d job(s)", data_dir, out, len(utts), len(jobs))
         progress = Progress(len(utts), "fbank", log, every_frac=1.0)
         try:
-            results = _run_jobs(jobs, progress) if utts else []
+            results = run_jobs(jobs, progress) if utts else []
         finally:
             progress.close()
         summary = _finish(data, work, out, conf, jobs, results, bad, n_in, skip_bad, stamp, t0)
@@ -378,7 +214,7 @@ def compute_features(data_dir: PathLike, out_dir: PathLike, conf: FeatureConfig,
     return summary
 
 
-def _finish(data: dd.DataDir, work: Path, out: Path, conf: FeatureConfig, jobs: List[_Job],
+def _finish(data: dd.DataDir, work: Path, out: Path, conf: FeatureConfig, jobs: List[Job],
             results: List[Dict], bad: Dict[str, str], n_in: int, skip_bad: bool, stamp: str,
             t0: float) -> FeatureSummary:
     """Write the tables, CMVN stats, config and ``.done`` of the new output into ``work``."""
