@@ -14,7 +14,7 @@ import soundfile as sf
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from asrtrain.corpora.synth import grammar, prepare
+from asrtrain.corpora.synth import grammar, prepare, render
 from asrtrain.corpora.synth.espeak import Espeak, check_voice, loader_paths
 from asrtrain.corpora.synth.prepare import (ACCENTS, TEST_VARIANTS, TRAIN_VARIANTS, check_voices,
                                             plan_speakers, plan_utterance, prepare_synth)
@@ -142,10 +142,10 @@ def test_audio_that_does_not_match_its_words_is_refused(tmp_path):
     u = plan_utterance(1, "train", 0, spk, set(), tmp_path)
     words = "one two three four five six seven eight nine ten eleven twelve"
     bad = dataclasses.replace(u, text=words, spoken="one.")  # far too short for twelve words
-    render = prepare.Renderer()
+    renderer = render.Renderer()
     with pytest.raises(AsrError, match="implausible audio"):
-        render(bad)
-    assert render(u)[1] > 16000 and Path(u.wav).exists()
+        renderer(bad)
+    assert renderer(u)[1] > 16000 and Path(u.wav).exists()
 
 
 def test_test_voices_are_never_in_training_and_dev_pairs_are_held_out():
