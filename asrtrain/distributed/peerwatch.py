@@ -99,7 +99,8 @@ class PeerWatch:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():  # not when Ctrl-C cut start_watching short: join would raise
+            self._thread.join(timeout=5)
         if self._old_handler is not None:
             signal.signal(signal.SIGUSR1, self._old_handler)
 

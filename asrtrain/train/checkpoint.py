@@ -19,11 +19,12 @@ learner's device (``map_location``), so a GPU checkpoint resumes or decodes on a
 from __future__ import annotations
 
 import logging
+import queue
 import random
 import re
 import threading
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -105,39 +106,65 @@ class AsyncWriter:
     stalled training 0.36 s (serialising, sha256, fsync), 4% of a 4,000-utterance synthetic epoch."""
 
     def __init__(self) -> None:
-        self._thread: Optional[threading.Thread] = None
+        # One worker for the whole run, started here, before training: ``submit`` only queues a job. A
+        # thread started per checkpoint could be caught by Ctrl-C inside ``Thread.start`` (launched, not yet
+        # marked started), and ``close`` then could neither join it nor tell whether it was writing.
+        self._jobs: "queue.SimpleQueue[Optional[Tuple[Callable[[], None], threading.Event]]]"
+        self._jobs = queue.SimpleQueue()
+        self._done: Optional[threading.Event] = None
         self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._work, name="asrtrain-ckpt", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            write, done = job
+            try:
+                write()
+            except BaseException as err:  # noqa: BLE001 - handed to the training thread
+                self._error = err
+            finally:
+                done.set()
 
     def submit(self, path: Path, payload: Dict[str, Any], then: Optional[Callable[[], None]] = None) -> None:
         self.wait()
+        if self._thread is None:
+            raise RuntimeError("checkpoint writer used after close()")
         copy = snapshot(payload)
 
-        def work() -> None:
-            try:
-                save_checked(copy, path)
-                if then is not None:
-                    then()
-            except BaseException as err:  # noqa: BLE001 - handed to the training thread
-                self._error = err
+        def write() -> None:
+            save_checked(copy, path)
+            if then is not None:
+                then()
 
-        self._thread = threading.Thread(target=work, name="asrtrain-ckpt", daemon=True)
-        self._thread.start()
+        done = threading.Event()
+        self._jobs.put((write, done))
+        self._done = done
 
     def wait(self) -> None:
         """Block until the write in flight (if any) is on disk; raise its error if it failed."""
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        if self._done is not None:
+            self._done.wait()
+            self._done = None
         if self._error is not None:
             err, self._error = self._error, None
             raise err
 
     def close(self) -> None:
-        """Wait for the write in flight on the way out of a failed run: its error is logged, not raised
-        (the run's own error is the one to report)."""
-        try:
-            self.wait()
-        except BaseException as err:  # noqa: BLE001
+        """Finish every queued write and end the worker; also the way out of a failed or interrupted run,
+        so a write's error is logged, not raised (the run's own error is the one to report). The worker
+        takes jobs in order, so the stop sign queued here comes after any write, even one queued by a
+        ``submit`` that Ctrl-C cut short."""
+        if self._thread is None:
+            return
+        self._jobs.put(None)
+        self._thread.join()
+        self._thread, self._done = None, None
+        if self._error is not None:
+            err, self._error = self._error, None
             log.error("checkpoint write failed: %s", err)
 
 

@@ -296,8 +296,7 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     model = build_model(cfg.model).to(device)  # before the optimizer: its state lives on the device too
     optimizer = make_optimizer(model, cfg)
     learner = Learner(model, model, optimizer, ScaledStep(optimizer, make_scaler(cfg.train.precision, device)),
-                      device, cfg.train.precision,
-                      writer=ckpt.AsyncWriter() if world_size == 1 else None)
+                      device, cfg.train.precision)
     if strategy.is_main:
         log.info("learner device %s, precision %s, %d parameters", device, cfg.train.precision,
                  sum(p.numel() for p in model.parameters()))
@@ -332,6 +331,8 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
         if note:
             log.warning("%s", note)
     monitor = Monitor(job.exp_dir, strategy, cfg.train.log_every_steps, total_steps)
+    # started here, right before the try whose finally closes it, so no way out leaves its thread behind
+    learner.writer = ckpt.AsyncWriter() if world_size == 1 else None
     try:
         while state.epoch < cfg.train.epochs:
             t0 = time.time()
