@@ -95,6 +95,10 @@ def snapshot(obj: Any, memo: Optional[Dict[int, torch.UntypedStorage]] = None) -
     return obj
 
 
+#: a write for the worker, and the event it sets when the write is done (or failed)
+_WriteJob = Tuple[Callable[[], None], threading.Event]
+
+
 class AsyncWriter:
     """Writes checkpoints on a background thread while training goes on (one learner's run).
 
@@ -109,8 +113,7 @@ class AsyncWriter:
         # One worker for the whole run, started here, before training: ``submit`` only queues a job. A
         # thread started per checkpoint could be caught by Ctrl-C inside ``Thread.start`` (launched, not yet
         # marked started), and ``close`` then could neither join it nor tell whether it was writing.
-        self._jobs: "queue.SimpleQueue[Optional[Tuple[Callable[[], None], threading.Event]]]"
-        self._jobs = queue.SimpleQueue()
+        self._jobs: "queue.SimpleQueue[Optional[_WriteJob]]" = queue.SimpleQueue()
         self._done: Optional[threading.Event] = None
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._work, name="asrtrain-ckpt", daemon=True)

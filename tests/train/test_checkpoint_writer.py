@@ -80,7 +80,7 @@ def test_a_failed_write_is_raised_by_the_next_wait_and_close_only_logs(tmp_path,
     assert "checkpoint write failed" in caplog.text
 
 
-def test_close_finishes_a_write_in_flight_and_ends_the_thread(tmp_path, caplog):
+def test_close_finishes_a_write_in_flight_and_ends_the_thread(tmp_path, caplog, monkeypatch):
     gate = threading.Event()
     writer = ckpt.AsyncWriter()
     real = ckpt.save_checked
@@ -89,16 +89,13 @@ def test_close_finishes_a_write_in_flight_and_ends_the_thread(tmp_path, caplog):
         assert gate.wait(60)
         real(obj, path)
 
-    ckpt.save_checked = slow_save
-    try:
-        path = ckpt.ckpt_path(tmp_path, "epoch-0001", 0)
-        writer.submit(path, {"model": {"w": torch.ones(2)}},
-                      then=lambda: ckpt.mark_latest(tmp_path, "epoch-0001", 1, 1))
-        thread = writer._thread
-        threading.Timer(0.05, gate.set).start()  # the write ends after close() has begun, or before: same
-        writer.close()
-    finally:
-        ckpt.save_checked = real
+    monkeypatch.setattr(ckpt, "save_checked", slow_save)
+    path = ckpt.ckpt_path(tmp_path, "epoch-0001", 0)
+    writer.submit(path, {"model": {"w": torch.ones(2)}},
+                  then=lambda: ckpt.mark_latest(tmp_path, "epoch-0001", 1, 1))
+    thread = writer._thread
+    threading.Timer(0.05, gate.set).start()  # the write ends after close() has begun, or before: same
+    writer.close()
     assert path.is_file() and ckpt.latest_tag(tmp_path) == "epoch-0001"
     assert "checkpoint write failed" not in caplog.text
     assert not thread.is_alive()
