@@ -178,7 +178,38 @@ def largebatch_sizes(quick: bool, args) -> dict:
         raise SystemExit(f"bench: --lb-strategies {','.join(names)}: unknown {','.join(map(repr, unknown))} "
                          f"(fix: a subset of {','.join(LB_STRATEGIES)})")
     return dict(lb_base=base, lb_mult=mult, learners=args.learners, lb_seeds=args.lb_seeds,
-                lr_rule=args.lr_rule, lb_reuse=args.lb_reuse, lb_strategies=names)
+                lr_rule=lr_rules(args.lr_rule, names), lb_reuse=args.lb_reuse, lb_strategies=names)
+
+
+LR_RULES = ("none", "sqrt", "linear")
+
+
+def lr_rules(value: str, names) -> dict:
+    """``--lr-rule``: one rule for every strategy (``sqrt``), or one per strategy (``ssgd=sqrt,adpsgd-fixed=
+    linear,...``, every strategy of the grid named once), so each can run at the rule that suits it."""
+    fix = (f"one of {', '.join(LR_RULES)}, or NAME=RULE for each of {','.join(names)}, "
+           "e.g. ssgd=sqrt,adpsgd-fixed=linear,adpsgd-random=linear")
+    if "=" not in value:
+        if value not in LR_RULES:
+            raise SystemExit(f"bench: --lr-rule {value!r}: unknown rule (fix: {fix})")
+        return {name: value for name in names}
+    rules = {}
+    for item in value.split(","):
+        name, _, rule = (x.strip() for x in item.partition("="))
+        if name not in names or rule not in LR_RULES or name in rules:
+            raise SystemExit(f"bench: --lr-rule {value!r}: {item.strip()!r} is not a strategy of this grid with "
+                             f"a known rule, or names one twice (fix: {fix})")
+        rules[name] = rule
+    if missing := [k for k in names if k not in rules]:
+        raise SystemExit(f"bench: --lr-rule {value!r}: no rule for {','.join(missing)} (fix: {fix})")
+    return rules
+
+
+def rule_text(rules: dict) -> str:
+    """``sqrt`` when every strategy has the same rule, else ``ssgd sqrt, adpsgd-fixed linear``."""
+    if len(set(rules.values())) == 1:
+        return next(iter(rules.values()))
+    return ", ".join(f"{k} {v}" for k, v in rules.items())
 
 
 LB_STRATEGIES = {"ssgd": ("ssgd", []), "adpsgd-fixed": ("adpsgd", ["dist.averaging=fixed"]),
@@ -257,7 +288,7 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
     names = [k for k in LB_STRATEGIES if k in s["lb_strategies"]
              and (n >= 4 or k != "adpsgd-random")]  # at 2 the only partner is fixed
     print(f"== 4. large batch: {n} learners, global batch m x {b} frames (m in {s['lb_mult']}), {epochs} "
-          f"epochs, seeds {seeds}, lr rule {s['lr_rule']}; learner-averaged model on dev", flush=True)
+          f"epochs, seeds {seeds}, lr rule {rule_text(s['lr_rule'])}; learner-averaged model on dev", flush=True)
     base = common_sets(s) + [f"train.epochs={epochs}", f"dist.timeout_s={max(120, 20 * n)}",
                              f"train.keep_checkpoints={epochs}"]  # every epoch's averaged model is evaluated
     curves = {}
@@ -266,7 +297,7 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
         for seed in seeds:
             for name in names:
                 strat, extra = LB_STRATEGIES[name]
-                sets = base + strategy_sets(strat, n) + extra + lr_sets(s["lr_rule"], m)
+                sets = base + strategy_sets(strat, n) + extra + lr_sets(s["lr_rule"][name], m)
                 sets += [f"train.max_frames={per}", f"train.seed={seed}"]
                 curves[name, m, seed] = lb_curve(work, f"lb{n}_{name}_{m}x_s{seed}", corpus, sets,
                                                  every_epoch=m == s["lb_mult"][0], reuse=s["lb_reuse"])
@@ -301,7 +332,7 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
     conv_header = ["epoch"] + [f"{k} (gap {gaps[k]:.3f})" if k in gaps else k for k in names]
     conv_table = markdown_table(conv_header, conv)
     note = (f"{n} learners, {corpus.train_utts} training utterances, {epochs} epochs, seeds {list(seeds)}, "
-            f"lr rule {s['lr_rule']}; learner-averaged model (mean +- sd over seeds; loss per token).")
+            f"lr rule {rule_text(s['lr_rule'])}; learner-averaged model (mean +- sd over seeds; loss per token).")
     (work / "largebatch.md").write_text(f"Final dev loss and greedy dev WER: {note}\n\n{table}\n\n"
                                         f"Dev loss per epoch at the batch {m0 * b} (spectral gap of the "
                                         f"schedule at {n}):\n\n{conv_table}\n")
@@ -347,8 +378,10 @@ def main() -> None:
     ap.add_argument("--lb-strategies", type=lambda v: tuple(x.strip() for x in v.split(",")), default=None,
                     help=f"large batch: which of {','.join(LB_STRATEGIES)} to run (default all; without "
                          "ssgd the table gives plain losses, not ratios to SSGD)")
-    ap.add_argument("--lr-rule", choices=("none", "sqrt", "linear"), default="none",
-                    help="large batch: learning rate at m x B (none: the recipe's, as the README documents)")
+    ap.add_argument("--lr-rule", default="none",
+                    help="large batch: learning rate at m x B: none (the recipe's, as the README documents), "
+                         "sqrt or linear for every strategy, or one per strategy: ssgd=sqrt,adpsgd-fixed=linear,"
+                         "adpsgd-random=linear")
     ap.add_argument("--hours", type=float, default=1.0, help="synthetic training speech (full run)")
     ap.add_argument("--epochs", type=int, default=10, help="convergence epochs (full run)")
     ap.add_argument("--lb-epochs", type=int, default=5, help="large-batch epochs (full run)")

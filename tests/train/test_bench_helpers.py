@@ -68,3 +68,38 @@ def test_lb_strategies_subset_and_a_bad_one():
         sizes(("",))
     with pytest.raises(SystemExit, match="unknown 'adpsgd-rnd'"):
         sizes(("ssgd", "adpsgd-rnd"))
+
+
+def test_lr_rule_one_for_all_or_one_per_strategy():
+    """--lr-rule gives every strategy one rule, or each its own (each at the rule that suits it, as the
+    4B question asks); a rule missing, unknown or named twice gets one line with the fix."""
+    import pytest
+
+    from bench_strategies import lr_rules, rule_text
+
+    names = ("ssgd", "adpsgd-fixed", "adpsgd-random")
+    assert lr_rules("sqrt", names) == dict.fromkeys(names, "sqrt")
+    per = lr_rules("ssgd=sqrt, adpsgd-fixed=linear,adpsgd-random=linear", names)
+    assert per == {"ssgd": "sqrt", "adpsgd-fixed": "linear", "adpsgd-random": "linear"}
+    assert rule_text(per) == "ssgd sqrt, adpsgd-fixed linear, adpsgd-random linear"
+    assert rule_text(lr_rules("none", names)) == "none"
+    assert lr_rules("ssgd=linear", ("ssgd",)) == {"ssgd": "linear"}
+    with pytest.raises(SystemExit, match="no rule for adpsgd-random"):
+        lr_rules("ssgd=sqrt,adpsgd-fixed=linear", names)
+    with pytest.raises(SystemExit, match="'ssgd=cube'"):
+        lr_rules("ssgd=cube,adpsgd-fixed=linear,adpsgd-random=linear", names)
+    with pytest.raises(SystemExit, match="'ssgd=sqrt' is not a strategy of this grid"):
+        lr_rules("ssgd=sqrt,ssgd=sqrt", ("ssgd",))
+    with pytest.raises(SystemExit, match="unknown rule"):
+        lr_rules("sqr", names)
+
+
+def test_lr_sets_scale_the_recipe_rate():
+    from bench_common import RECIPE
+    import yaml
+
+    from bench_strategies import lr_sets
+    base = yaml.safe_load((RECIPE / "train.yaml").read_text())["train"]["lr"]
+    assert lr_sets("none", 4) == []
+    assert lr_sets("sqrt", 4) == [f"train.lr={base * 2:.6g}"]
+    assert lr_sets("linear", 4) == [f"train.lr={base * 4:.6g}"]
