@@ -21,7 +21,7 @@ smaller, ``model.num_layers=2 model.hidden=128`` (``--quick``: 1 x 32), warmup 1
    H-ADPSGD (4 learners, 2 per group, F each), same epochs (--epochs, 10), same global batch (F = 1000).
 4. largebatch: SSGD vs ADPSGD (fixed ring; random partners from 4 learners up) on --learners N (2; 16 or 32
    at scale) at global batches m x B (--lb-mult, 1,2,3,4; B = --lb-base, 1000 frames x N), --lb-seeds (1,2,3),
-   --lb-epochs (5) epochs, learning rate per --lr-rule (none: not rescaled). Evaluates the
+   --lb-epochs (5) epochs, learning rate per --lr-rule (none: not rescaled; one rule, or one per strategy). Evaluates the
    **learner-averaged** model of every epoch checkpoint (dev loss per token and greedy dev WER), and
    shows fixed vs random partners per epoch with each schedule's spectral gap; writes largebatch.png and
    largebatch.md into --work. (Before issue 13 this part read each learner's own model's dev loss.)
