@@ -178,7 +178,7 @@ def largebatch_sizes(quick: bool, args) -> dict:
         raise SystemExit(f"bench: --lb-strategies {','.join(names)}: unknown {','.join(map(repr, unknown))} "
                          f"(fix: a subset of {','.join(LB_STRATEGIES)})")
     return dict(lb_base=base, lb_mult=mult, learners=args.learners, lb_seeds=args.lb_seeds,
-                lr_rule=lr_rules(args.lr_rule, names), lb_reuse=args.lb_reuse, lb_strategies=names)
+                lr_rule=lr_rules(args.lr_rule, [k for k in names if args.learners >= 4 or k != "adpsgd-random"]), lb_reuse=args.lb_reuse, lb_strategies=names)
 
 
 LR_RULES = ("none", "sqrt", "linear")

@@ -64,6 +64,11 @@ def test_lb_strategies_subset_and_a_bad_one():
     assert sizes(None)["lb_strategies"] == ("ssgd", "adpsgd-fixed", "adpsgd-random")
     assert sizes(("ssgd",))["lb_strategies"] == ("ssgd",)
     assert sizes(("adpsgd-fixed",))["lb_strategies"] == ("adpsgd-fixed",)
+    assert sizes(None)["lr_rule"] == dict.fromkeys(("ssgd", "adpsgd-fixed", "adpsgd-random"), "none")
+    two = largebatch_sizes(False, argparse.Namespace(  # at 2 learners random partners do not run: no rule asked
+        lb_base=5000, lb_mult=(1,), learners=2, lb_seeds=(1,), lr_rule="ssgd=sqrt,adpsgd-fixed=linear",
+        lb_reuse=False, lb_strategies=None))
+    assert two["lr_rule"] == {"ssgd": "sqrt", "adpsgd-fixed": "linear"}
     with pytest.raises(SystemExit, match="unknown ''"):
         sizes(("",))
     with pytest.raises(SystemExit, match="unknown 'adpsgd-rnd'"):
