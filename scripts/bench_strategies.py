@@ -178,7 +178,14 @@ def largebatch_sizes(quick: bool, args) -> dict:
         raise SystemExit(f"bench: --lb-strategies {','.join(names)}: unknown {','.join(map(repr, unknown))} "
                          f"(fix: a subset of {','.join(LB_STRATEGIES)})")
     return dict(lb_base=base, lb_mult=mult, learners=args.learners, lb_seeds=args.lb_seeds,
-                lr_rule=lr_rules(args.lr_rule, [k for k in names if args.learners >= 4 or k != "adpsgd-random"]), lb_reuse=args.lb_reuse, lb_strategies=names)
+                lr_rule=lr_rules(args.lr_rule, lb_runnable(names, args.learners)), lb_reuse=args.lb_reuse,
+                lb_strategies=names)
+
+
+def lb_runnable(names, learners: int) -> list:
+    """The strategies of ``names`` the grid trains at ``learners``, in table order: random partners from 4
+    learners up (at 2 the only partner is fixed)."""
+    return [k for k in LB_STRATEGIES if k in names and (learners >= 4 or k != "adpsgd-random")]
 
 
 LR_RULES = ("none", "sqrt", "linear")
@@ -285,8 +292,7 @@ def part_largebatch(work: Path, corpus: Corpus, s: dict, results: dict) -> None:
     from asrtrain.distributed.topology import gap_row
 
     n, b, epochs, seeds = s["learners"], s["lb_base"], s["lb_epochs"], s["lb_seeds"]
-    names = [k for k in LB_STRATEGIES if k in s["lb_strategies"]
-             and (n >= 4 or k != "adpsgd-random")]  # at 2 the only partner is fixed
+    names = lb_runnable(s["lb_strategies"], n)
     print(f"== 4. large batch: {n} learners, global batch m x {b} frames (m in {s['lb_mult']}), {epochs} "
           f"epochs, seeds {seeds}, lr rule {rule_text(s['lr_rule'])}; learner-averaged model on dev", flush=True)
     base = common_sets(s) + [f"train.epochs={epochs}", f"dist.timeout_s={max(120, 20 * n)}",
