@@ -16,6 +16,7 @@ from asrtrain.data.table import read_table
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
+_NO_TARGETS = np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -131,18 +132,14 @@ class AsrDataset:
             self.lengths[utt] = n
 
     def collate(self, utts: Sequence[str]) -> Batch:
-        feats = [self.reader.load(u) for u in utts]
+        x, lens = self.reader.load_padded(utts)
         n = len(utts)
-        t = max((f.shape[0] for f in feats), default=0)
-        x = np.zeros((n, t, self.dim), dtype=np.float32)
-        for i, f in enumerate(feats):
-            x[i, : f.shape[0]] = f
-        tg = [self.targets.get(u, np.zeros(0, dtype=np.int64)) for u in utts]
+        tg = [self.targets.get(u, _NO_TARGETS) for u in utts]
         s = max((len(a) for a in tg), default=0)
         y = np.full((n, s), -1, dtype=np.int64)
         for i, a in enumerate(tg):
             y[i, : len(a)] = a
-        return Batch(list(utts), torch.from_numpy(x), torch.tensor([f.shape[0] for f in feats], dtype=torch.long),
+        return Batch(list(utts), torch.from_numpy(x), torch.tensor(lens, dtype=torch.long),
                      torch.from_numpy(y), torch.tensor([len(a) for a in tg], dtype=torch.long))
 
 
