@@ -156,8 +156,8 @@ class FeatureReader:
             self._maps[path] = None
             return None
         o = int(off)
-        if mm[o:o + 6] != self._FM_HEADER or mm[o + 10:o + 11] != b"\x04":
-            return None
+        if o + 15 > len(mm) or mm[o:o + 6] != self._FM_HEADER or mm[o + 10:o + 11] != b"\x04":
+            return None  # the whole 15-byte header must lie inside the file before it is unpacked
         rows, = struct.unpack_from("<i", mm, o + 6)
         cols, = struct.unpack_from("<i", mm, o + 11)
         n = rows * cols

@@ -147,3 +147,15 @@ print("NO ERROR")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     assert "ERR" in out.stdout and "cannot read features of" in out.stdout and "feats.scp:" in out.stdout
+
+
+def test_a_header_cut_inside_its_column_count_is_named(tmp_path):
+    """The fuzz test's case: an ark cut between the header's row and column counts (kaldiio then reports it)."""
+    feats = make_feat_dir(tmp_path / "f", 3, dim=5)
+    rows = (feats / "feats.scp").read_text().splitlines()
+    utt, spec = rows[-1].split()
+    ark, off = spec.rsplit(":", 1)
+    with open(ark, "r+b") as fh:
+        fh.truncate(int(off) + 12)  # "\0BFM \4" + rows + "\4" + one byte of the column count
+    with pytest.raises(AsrError, match=f"cannot read features of '{utt}'"):
+        FeatureReader(feats).load(utt)
