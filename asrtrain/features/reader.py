@@ -53,13 +53,12 @@ class FeatureReader:
         self._spk_scp: Dict[str, str] = {}
         self._global: Optional[Tuple[np.ndarray, np.ndarray]] = None
         if self.config.cmvn == "global":
-            self._global = cmvn.transform(cmvn.read_stats(str(self._need("cmvn_global.ark"))),
-                                          self.config.cmvn_norm_vars)
+            self._global = _float32(cmvn.transform(cmvn.read_stats(str(self._need("cmvn_global.ark"))),
+                                                   self.config.cmvn_norm_vars))
         elif self.config.cmvn == "speaker":
             self._utt2spk = read_table(self._need("utt2spk"))
             self._spk_scp = read_table(self._need("cmvn.scp"))
-        self._transforms: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
-        self._transforms32: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}  # speaker ('' global) -> float32
+        self._transforms: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}  # speaker -> float32 (scale, offset)
         self._fds: Dict = {}
         self._maps: Dict[str, Optional[tuple]] = {}  # ark path -> (read-only map, its file); None: kaldiio
         self._pid = os.getpid()
@@ -152,7 +151,7 @@ class FeatureReader:
         if got is None:
             return None
         mm, fh = got
-        if os.fstat(fh.fileno()).st_size < len(mm):  # cut short in place since it was mapped: reading would SIGBUS
+        if os.fstat(fh.fileno()).st_size < len(mm):  # cut short in place since mapped: reading would SIGBUS
             self._maps[path] = None
             return None
         o = int(off)
@@ -184,6 +183,7 @@ class FeatureReader:
             return None
 
     def _transform(self, utt: str) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        """float32 (scale, offset) for ``utt``, global or its speaker's (converted once); None: no CMVN."""
         if self._global is not None or self.config.cmvn == "none":
             return self._global
         spk = self._utt2spk.get(utt)
@@ -191,19 +191,17 @@ class FeatureReader:
             raise AsrError(f"no speaker CMVN stats for utterance '{utt}' (speaker {spk!r})",
                            self.feat_dir / "cmvn.scp", fix="recompute the features with asrtrain features")
         if spk not in self._transforms:
-            self._transforms[spk] = cmvn.transform(cmvn.read_stats(self._spk_scp[spk]),
-                                                   self.config.cmvn_norm_vars)
+            self._transforms[spk] = _float32(cmvn.transform(cmvn.read_stats(self._spk_scp[spk]),
+                                                            self.config.cmvn_norm_vars))
         return self._transforms[spk]
 
     def load(self, utt: str) -> np.ndarray:
         """Features with CMVN applied per the config: float32 [T, D]."""
         feats = self.load_raw(utt)
-        tr = self._transform32(utt)
+        tr = self._transform(utt)
         if tr is None:
             return feats
-        scale, offset = tr
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = feats * scale + offset
+        out = _apply_cmvn(feats, tr, np.empty_like(feats))
         if not np.isfinite(out).all():
             raise AsrError(f"CMVN makes the features of '{utt}' overflow (corrupt CMVN stats?)",
                            self.feat_dir / ("cmvn_global.ark" if self._global is not None else "cmvn.scp"),
@@ -220,32 +218,18 @@ class FeatureReader:
         raws = [self._read(u, view=True) for u in utts]
         lens = [m.shape[0] for m in raws]
         x = np.zeros((len(raws), max(lens, default=0), self.dim or 0), dtype=np.float32)
-        with np.errstate(over="ignore", invalid="ignore"):
-            for i, (u, m) in enumerate(zip(utts, raws)):
-                dst = x[i, : m.shape[0]]
-                tr = self._transform32(u)
-                if tr is None:
-                    dst[...] = m
-                else:
-                    np.multiply(m, tr[0], out=dst)
-                    dst += tr[1]
+        for i, (u, m) in enumerate(zip(utts, raws)):
+            tr = self._transform(u)
+            if tr is None:
+                x[i, : m.shape[0]] = m
+            else:
+                _apply_cmvn(m, tr, x[i, : m.shape[0]])
         if not np.isfinite(x).all():
             for u in utts:  # the first bad utterance raises its own error (raw NaN/Inf or CMVN overflow)
                 self.load(u)
             raise AsrError(f"the features of a batch ({utts[0]} ...) are not finite after CMVN",
                            self.feat_dir / "feats.scp", fix="recompute the features with asrtrain features")
         return x, lens
-
-    def _transform32(self, utt: str) -> Optional[Tuple[np.ndarray, np.ndarray]]:
-        """:meth:`_transform` as float32, converted once per speaker (or once for global stats)."""
-        if self._global is None and self.config.cmvn == "none":
-            return None
-        key = "" if self._global is not None else self._utt2spk.get(utt)
-        got = self._transforms32.get(key) if key is not None else None
-        if got is None:
-            scale, offset = self._transform(utt)  # raises for an utterance without stats
-            got = self._transforms32[key] = (scale.astype(np.float32), offset.astype(np.float32))
-        return got
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -256,6 +240,19 @@ class FeatureReader:
                 got[0].close()
                 got[1].close()
         self._maps = {}
+
+
+def _float32(tr: Tuple[np.ndarray, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    return tr[0].astype(np.float32), tr[1].astype(np.float32)
+
+
+def _apply_cmvn(feats: np.ndarray, tr: Tuple[np.ndarray, np.ndarray], out: np.ndarray) -> np.ndarray:
+    """``out = feats * scale + offset`` in float32 (overflow is left to the caller's finiteness check): the
+    one place CMVN is applied, so :meth:`FeatureReader.load` and ``load_padded`` agree to the bit."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.multiply(feats, tr[0], out=out)
+        out += tr[1]
+    return out
 
 
 def _map_file(path: str) -> Optional[tuple]:
