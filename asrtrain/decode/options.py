@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from pathlib import Path
 from typing import Iterator, Optional
 
+from asrtrain.device import usable_cpus
 from asrtrain.errors import AsrError
 
 DEFAULT_THREADS = 1
@@ -67,7 +67,7 @@ def resolve_threads(threads: int) -> int:
     if threads < 0:
         raise AsrError(f"--threads must be >= 0, got {threads}",
                        fix="give 1 (the default) or more, or 0 for every core")
-    return threads if threads > 0 else (os.cpu_count() or 1)
+    return threads if threads > 0 else usable_cpus()
 
 
 @contextlib.contextmanager

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import random
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from asrtrain.config import Config
-from asrtrain.device import ScaledStep, autocast, check_precision, env_int, make_scaler, resolve_device
+from asrtrain.device import ScaledStep, autocast, check_precision, env_int, make_scaler, resolve_device, usable_cpus
 from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.runtime.beacon import note_progress
 from asrtrain.errors import AsrError
@@ -356,7 +355,7 @@ def threads_for(cfg: Config, learners_here: int) -> int:
     if cfg.train.threads > 0:
         return cfg.train.threads
     local = env_int("LOCAL_WORLD_SIZE", 0)
-    return max(1, (os.cpu_count() or 1) // max(1, local or learners_here))
+    return max(1, usable_cpus() // max(1, local or learners_here))
 
 
 __all__ = ["TrainJob", "LearnerState", "Learner", "run", "compute_loss", "batch_count", "train_one_epoch", "compute_validation_loss",

@@ -500,3 +500,14 @@ def test_prefetch_thread_binds_the_learners_gpu_before_it_pins(tmp_path, monkeyp
     assert calls == []
     assert len(list(prefetch(ds, batches, depth=2, device=torch.device("cuda", 1)))) == 3
     assert calls == [("prefetch", "cuda:1")] + [("prefetch", "pin")] * 3
+
+
+def test_threads_follow_cpu_affinity_not_host_cores(monkeypatch):
+    """Issue 58/7: under Slurm's --cpus-per-task a learner may use its affinity set, not every host core."""
+    import os
+    from asrtrain import device
+    from asrtrain.decode.options import resolve_threads
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert device.usable_cpus() == 4
+    assert resolve_threads(0) == 4
