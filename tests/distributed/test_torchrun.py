@@ -33,9 +33,14 @@ def task(tmp_path_factory):
     return make_task(tmp_path_factory.mktemp("torchrun"), 96, 30)
 
 
-def env() -> dict:
-    e = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
-    e.update(OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", PYTHONUNBUFFERED="1")
+def env(force_lo: bool = True) -> dict:
+    """The test's environment; ``force_lo=False`` leaves gloo's interface to asrtrain (issue 58/1: the
+    route to MASTER_ADDR), as on a cluster where nobody set GLOO_SOCKET_IFNAME."""
+    drop = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME")
+    e = {k: v for k, v in os.environ.items() if k not in drop}
+    e.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    if force_lo:
+        e["GLOO_SOCKET_IFNAME"] = "lo"
     return e
 
 
@@ -105,7 +110,7 @@ def test_two_nodes_hadpsgd_super_learners_are_the_nodes(task, tmp_path):
     launcher = ["--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "asrtrain-test"]
     cmd = train_cmd(task, exp, launcher, "--strategy", "h-adpsgd")  # group size from LOCAL_WORLD_SIZE
-    nodes = [subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    nodes = [subprocess.Popen(cmd, env=env(force_lo=False), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in nodes]
     for p, (out, err) in zip(nodes, outs):
@@ -127,7 +132,7 @@ def test_as_slurm_starts_it_env_rendezvous_without_an_agent(task, tmp_path):
     cmd = [cmd[0]] + cmd[cmd.index("-m", 3):]  # python -m asrtrain train ..., no launcher
     procs = []
     for rank in range(2):
-        e = env()
+        e = env(force_lo=False)
         e.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
                  MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         e.pop("TORCHELASTIC_USE_AGENT_STORE", None)

@@ -47,12 +47,15 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 
+from asrtrain.distributed.runtime.netif import choose_gloo_interface, loopback_interface
 from asrtrain.distributed.runtime.peerwatch import PeerWatch, get_verdict, set_verdict
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
 
 ENV_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
+# What the env:// rendezvous needs (MASTER_PORT included: torch has no default for it).
+LAUNCH_KEYS = ENV_KEYS + ("MASTER_PORT",)
 LOCAL_HOST = "127.0.0.1"
 # A silent peer is declared dead after min(timeout_s / 2, this): the survivors leave within 60 s even
 # when timeout_s (the collectives' patience) is long. Survivors still alive this long after the first
@@ -62,8 +65,28 @@ LEFTOVER_KILL_S = 60.0
 
 
 def in_launched_group() -> bool:
-    """True under torchrun (or srun with the variables exported): join that group, do not spawn."""
-    return all(k in os.environ for k in ENV_KEYS)
+    """True under torchrun (or srun with the variables exported): join that group, do not spawn.
+
+    Raises:
+        AsrError: a launcher environment exported in part (some of RANK, WORLD_SIZE, LOCAL_RANK,
+            MASTER_ADDR, MASTER_PORT, not all), or an ``srun`` step of several tasks with none of them: each
+            task would otherwise spawn a job of its own, all on ``cuda:0``, all writing rank 0's files.
+    """
+    present = [k for k in LAUNCH_KEYS if k in os.environ]
+    if len(present) == len(LAUNCH_KEYS):
+        return True
+    if present:
+        missing = [k for k in LAUNCH_KEYS if k not in os.environ]
+        raise AsrError(f"a launcher environment exported in part: {', '.join(present)} set but "
+                       f"{', '.join(missing)} not", fix="export all of " + ", ".join(LAUNCH_KEYS)
+                       + " (torchrun does; see the srun line in docs/guide/multinode.md), or none")
+    tasks = os.environ.get("SLURM_STEP_NUM_TASKS", "").strip()
+    if "SLURM_PROCID" in os.environ and tasks.isdigit() and int(tasks) > 1:
+        raise AsrError(f"an srun step of SLURM_STEP_NUM_TASKS={tasks} tasks without RANK, WORLD_SIZE, LOCAL_RANK, "
+                       "MASTER_ADDR, MASTER_PORT: each task would run a job of its own",
+                       fix="export them from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID ... as in "
+                           "docs/guide/multinode.md, or run one task that spawns --learners N")
+    return False
 
 
 def launched_learners(requested: int, default_ok: bool = True) -> int:
@@ -261,6 +284,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
     tmo = datetime.timedelta(seconds=timeout_s)
     set_group_timeout(tmo)  # the strategies' own groups wait as long as the default one
     if store_addr is None:  # torchrun / srun: the env:// rendezvous
+        choose_gloo_interface(os.environ)  # before any gloo group: they read it when they are made
         with native_stdout_to_stderr():  # gloo's connection line is not the command's output
             dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size, timeout=tmo)
         host, port = os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT", "29500"))
@@ -301,14 +325,3 @@ def keep_sockets_on_loopback(env) -> None:
     rendezvous store does; a user's GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME is kept."""
     for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
         env.setdefault(var, loopback_interface())
-
-
-def loopback_interface() -> str:
-    """The name of the loopback interface (``lo`` on Linux), for GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME."""
-    try:
-        for _, name in socket.if_nameindex():
-            if name == "lo" or name.startswith("lo"):
-                return name
-    except OSError:
-        pass
-    return "lo"

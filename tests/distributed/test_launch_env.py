@@ -1,0 +1,76 @@
+"""The launcher's view of its environment (issue 58): which interface gloo uses under torchrun/srun, and
+a launcher environment exported in part refused instead of becoming N independent jobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from asrtrain.distributed.runtime import launch, netif
+from asrtrain.errors import AsrError
+
+FULL = dict(RANK="1", WORLD_SIZE="16", LOCAL_RANK="1", MASTER_ADDR="node0", MASTER_PORT="29500")
+
+
+def _clear(monkeypatch):
+    for k in (*launch.LAUNCH_KEYS, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(k, raising=False)
+
+
+def test_gloo_interface_is_the_route_to_master_addr(monkeypatch):
+    monkeypatch.setattr(netif, "source_address", lambda host, port: "10.1.2.3")
+    monkeypatch.setattr(netif, "interface_addresses", lambda: {"lo": "127.0.0.1", "mgmt0": "192.168.0.7",
+                                                               "ib0": "10.1.2.3"})
+    env = dict(FULL)
+    netif.choose_gloo_interface(env)
+    assert env["GLOO_SOCKET_IFNAME"] == "ib0"
+
+
+def test_gloo_never_binds_loopback_for_a_master_name_that_resolves_to_it(monkeypatch):
+    """Debian's ``127.0.1.1 node0`` line on rank 0's node: the default route's interface, not lo."""
+    monkeypatch.setattr(netif, "source_address", lambda host, port: "127.0.1.1")
+    monkeypatch.setattr(netif, "default_route_interface", lambda: "eth0")
+    env = dict(FULL)
+    netif.choose_gloo_interface(env)
+    assert env["GLOO_SOCKET_IFNAME"] == "eth0"
+
+
+def test_gloo_interface_real_route_and_user_choice(monkeypatch):
+    env = dict(FULL, MASTER_ADDR="127.0.0.1")
+    netif.choose_gloo_interface(env)  # the real kernel route
+    assert env["GLOO_SOCKET_IFNAME"] == netif.loopback_interface()
+    env = dict(FULL, GLOO_SOCKET_IFNAME="ens5")
+    netif.choose_gloo_interface(env)
+    assert env["GLOO_SOCKET_IFNAME"] == "ens5"
+
+
+def test_default_route_interface_from_the_route_table(tmp_path):
+    table = tmp_path / "route"
+    table.write_text("Iface\tDestination\tGateway\n"
+                     "ib0\t0000010A\t00000000\neth1\t00000000\t010200C0\n")
+    assert netif.default_route_interface(str(table)) == "eth1"
+
+
+@pytest.mark.parametrize("drop", [("MASTER_ADDR",), ("LOCAL_RANK", "MASTER_PORT"), ("RANK", "WORLD_SIZE")])
+def test_launcher_environment_exported_in_part_is_refused(monkeypatch, drop):
+    _clear(monkeypatch)
+    for k, v in FULL.items():
+        if k not in drop:
+            monkeypatch.setenv(k, v)
+    with pytest.raises(AsrError) as err:
+        launch.in_launched_group()
+    assert all(k in str(err.value) for k in drop)
+    assert "\n" not in err.value.render()
+
+
+def test_srun_step_of_several_tasks_without_the_variables_is_refused(monkeypatch):
+    _clear(monkeypatch)
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "16")
+    with pytest.raises(AsrError, match="SLURM_STEP_NUM_TASKS=16"):
+        launch.in_launched_group()
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "1")  # one task (sbatch's batch step) spawns its learners
+    assert launch.in_launched_group() is False
+    for k, v in FULL.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "16")
+    assert launch.in_launched_group() is True
