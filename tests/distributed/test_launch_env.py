@@ -74,3 +74,38 @@ def test_srun_step_of_several_tasks_without_the_variables_is_refused(monkeypatch
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "16")
     assert launch.in_launched_group() is True
+
+
+def test_collectives_outwait_the_hang_detector():
+    """Issue 58/4: a group's timeout (NCCL's watchdog abort) comes after dist.hang_timeout_s."""
+    assert launch.group_timeout_s(60, 900) >= 900 + launch.HANG_MARGIN_S
+    assert launch.group_timeout_s(60, 0) == 60  # detector off: dist.timeout_s as given
+    assert launch.group_timeout_s(3600, 900) == 3600
+
+
+def _abort() -> None:
+    import faulthandler
+    import os
+    import resource
+    faulthandler.disable()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.abort()
+
+
+@pytest.mark.slow
+def test_parent_names_the_hung_learner_not_the_one_a_collective_timeout_aborted():
+    """A healthy learner ended by SIGABRT (NCCL's watchdog) while a watch had named the hung one: the
+    parent reports the watch's verdict."""
+    import datetime
+    import multiprocessing
+    from asrtrain.distributed.runtime.peerwatch import set_verdict
+    store = launch.local_store(datetime.timedelta(seconds=30))
+    set_verdict(store, "learner rank 1 made no progress for 900 s (hung)")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_abort), ctx.Process(target=_abort)]
+    for p in procs:
+        p.start()
+    with pytest.raises(AsrError) as err:
+        launch._supervise(procs, 30.0, store)
+    assert "rank 1 made no progress" in str(err.value), str(err.value)
+    assert "SIGABRT" not in str(err.value)

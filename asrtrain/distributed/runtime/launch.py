@@ -62,6 +62,8 @@ LOCAL_HOST = "127.0.0.1"
 # failure are killed by the parent.
 MAX_DEAD_AFTER_S = 30.0
 LEFTOVER_KILL_S = 60.0
+# The collectives wait this long past dist.hang_timeout_s, so the hang detector names a hung learner first.
+HANG_MARGIN_S = 60.0
 
 
 def in_launched_group() -> bool:
@@ -210,6 +212,14 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
         del store
 
 
+def group_timeout_s(timeout_s: float, hang_after: float) -> float:
+    """How long a collective may wait: ``timeout_s``, but past the hang detector's ``hang_after`` by
+    :data:`HANG_MARGIN_S` when that is longer. NCCL's watchdog aborts a learner whose collective outlives
+    its group's timeout (SIGABRT): were it shorter, a hang would kill the healthy learners waiting on the
+    hung one before the detector named it."""
+    return max(timeout_s, hang_after + HANG_MARGIN_S) if hang_after > 0 else timeout_s
+
+
 def _supervise(procs, timeout_s: float, store=None) -> None:
     """Wait for every learner; after the first failure give the others time to exit, then kill them.
 
@@ -240,7 +250,10 @@ def _supervise(procs, timeout_s: float, store=None) -> None:
     log.debug("learner exit codes: %s", [p.exitcode for p in procs])
     if first is not None:
         rank, code, _ = first
-        verdict = get_verdict(store) if store is not None and code > 0 else None
+        # A learner aborted (SIGABRT: NCCL's watchdog ending a collective that timed out) was waiting
+        # on the cause, not the cause: a watch's verdict, when there is one, names it.
+        told = code > 0 or code == -signal.SIGABRT
+        verdict = get_verdict(store) if store is not None and told else None
         if verdict:
             raise AsrError(f"{verdict}; the other learners stopped")
         if code < 0:
@@ -281,7 +294,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         sys.stderr.flush()
         os._exit(1)
     bind_device(device)  # before any process group: NCCL's communicator is made for this GPU
-    tmo = datetime.timedelta(seconds=timeout_s)
+    tmo = datetime.timedelta(seconds=group_timeout_s(timeout_s, hang_after))
     set_group_timeout(tmo)  # the strategies' own groups wait as long as the default one
     if store_addr is None:  # torchrun / srun: the env:// rendezvous
         choose_gloo_interface(os.environ)  # before any gloo group: they read it when they are made
