@@ -18,10 +18,12 @@ MASTER_ADDR and MASTER_PORT exported); :func:`run_learners` sees those variables
     # Slurm: one task per learner; export what torchrun would
     srun --nodes 2 --ntasks-per-node 4 bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS \\
         LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE MASTER_PORT=29500 \\
-        MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1) \\
+        MASTER_ADDR=$(scontrol show hostnames "$SLURM_STEP_NODELIST" | head -n 1) \\
         python -m asrtrain train ...'
 
-(LOCAL_WORLD_SIZE is the default H-ADPSGD group size when ``learners_per_node`` is 0.)
+(LOCAL_WORLD_SIZE is the default H-ADPSGD group size when ``learners_per_node`` is 0. MASTER_ADDR is the
+step's first node, where SLURM_PROCID 0 runs: the job's node list need not start with it. See
+docs/guide/multinode.md.)
 
 Every learner runs ``fn(rank, world_size, args)``. Faults never hang: each learner runs a
 :class:`PeerWatch` thread that keeps a heartbeat counter in the rendezvous store (torch's TCPStore) and
