@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from typing import List
+from typing import Any, Dict, List
 
 import torch
 import torch.distributed as dist
@@ -61,6 +61,20 @@ class HADPSGD(GossipState):
 
     def shares_gradients(self) -> bool:
         return self.M > 1
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The gossip state plus the group size it was taken with: the pending deltas belong to groups."""
+        return {**super().state_dict(), "group_size": self.M}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Raises: AsrError when the checkpoint was taken with groups of another size (its pending deltas
+        would land in part of a group, breaking the conservation of the average)."""
+        saved = state.get("group_size")
+        if saved is not None and int(saved) != self.M:
+            raise AsrError(f"h-adpsgd: the checkpoint was taken with groups of {int(saved)} learners, this job "
+                           f"has groups of {self.M} (dist.learners_per_node, or LOCAL_WORLD_SIZE under torchrun)",
+                           fix=f"resume with {int(saved)} learners per node, or start afresh with --restart")
+        super().load_state_dict(state)
 
     def partition(self) -> Partition:
         return Partition(group=self.g, num_groups=self.G, member=self.member, group_size=self.M)

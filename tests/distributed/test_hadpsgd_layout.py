@@ -27,3 +27,15 @@ def test_learners_that_disagree_on_the_group_size_stop_with_one_line(capfd):
     assert lines, err[-3000:]
     assert "(M=1 on 2 learners, M=2 on 2 learners)" in lines[0] and "fix: give --learners-per-node" in lines[0]
     assert "Traceback" not in err
+
+
+def test_resume_under_another_group_size_is_refused():
+    """Issue 58/9: a 2x8 checkpoint resumed as 4x4 would land pending deltas in half a group."""
+    saved = HADPSGD(0, 16, group_size=8)
+    saved._loaded_round, saved._loaded_pending = 3, None
+    state = saved.state_dict()
+    assert state["group_size"] == 8
+    HADPSGD(0, 16, group_size=8).load_state_dict(state)  # the same layout resumes
+    with pytest.raises(AsrError, match="groups of 8 learners.*groups of 4") as err:
+        HADPSGD(0, 16, group_size=4).load_state_dict(state)
+    assert "\n" not in err.value.render()
