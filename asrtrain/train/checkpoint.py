@@ -172,15 +172,22 @@ class AsyncWriter:
 
 
 def mark_latest(exp_dir: Path, tag: str, keep: int, world_size: int, keep_epochs: int = 0) -> None:
-    """Point ``latest`` at ``tag`` (call after every rank has written it), then prune: step files beyond
-    the newest ``keep``, epoch files beyond the newest ``max(keep, keep_epochs)`` (``final.pt`` averages
-    the last ``train.average_last`` epochs, so those stay)."""
+    """Point ``latest`` at ``tag`` (call after every rank has written it), then prune (:func:`prune`)."""
     atomic_write_text(ckpt_dir(exp_dir) / "latest", tag + "\n")
-    steps = sorted(ckpt_dir(exp_dir).glob("step-*.rank0.pt"))
-    epochs = epoch_checkpoints(exp_dir)
+    prune(exp_dir, tag, keep, world_size, keep_epochs)
+
+
+def prune(exp_dir: Path, tag: str, keep: int, world_size: int, keep_epochs: int = 0) -> None:
+    """Remove step files beyond the newest ``keep``, epoch files beyond the newest ``max(keep,
+    keep_epochs)`` (``final.pt`` averages the last ``train.average_last`` epochs, so those stay), never
+    ``tag``'s. The tags come from every rank's files, not rank 0's alone: on a node without a shared file
+    system, whose disk holds only its own ranks' files, its local leader prunes them too."""
+    names = [p.name for p in ckpt_dir(exp_dir).glob("*.rank*.pt")]
+    tags = {n.split(".rank")[0] for n in names}
+    steps = sorted(t for t in tags if t.startswith("step-"))
+    epochs = sorted((t for t in tags if t.startswith("epoch-")), key=lambda t: int(t[6:]))
     old = steps[:-max(1, keep)] + epochs[:-max(1, keep, keep_epochs)]
-    for path in old:
-        old_tag = path.name.split(".rank")[0]
+    for old_tag in old:
         if old_tag == tag:
             continue
         for r in range(world_size):

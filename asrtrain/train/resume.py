@@ -17,6 +17,7 @@ from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.collective import flatten
 from asrtrain.errors import AsrError
 from asrtrain.distributed.runtime.beacon import note_progress
+from asrtrain.distributed.runtime.launch import writes_job_files
 from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.state import Learner, LearnerState, TrainJob
 
@@ -55,6 +56,8 @@ def save_checkpoint(learner: Learner, strategy: Strategy, state: LearnerState, j
     if strategy.is_main:
         ckpt.mark_latest(job.exp_dir, tag, keep, strategy.world_size, keep_epochs=keep_epochs)
         log.info("checkpoint %s (step %d)", tag, state.step)
+    elif writes_job_files():  # each node's local leader: its disk may not be rank 0's (no shared fs)
+        ckpt.prune(job.exp_dir, tag, keep, strategy.world_size, keep_epochs=keep_epochs)
 
 
 def check_resumed_together(strategy: Strategy, state: LearnerState, exp_dir: Path) -> None:

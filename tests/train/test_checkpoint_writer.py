@@ -129,3 +129,20 @@ def test_ctrl_c_inside_submit_still_leaves_the_checkpoint_whole(tmp_path, caplog
     assert ckpt.load_checked(path)["model"]["w"].tolist() == [1.0, 1.0]
     assert ckpt.latest_tag(tmp_path) == "epoch-0003"
     assert "checkpoint write failed" not in caplog.text
+
+
+def test_every_nodes_leader_prunes_its_own_disk(tmp_path):
+    """Issue 58/5: two exp dirs stand for two nodes' disks (no shared file system): node 1 holds only
+    ranks 2-3's files, and its local leader prunes them as rank 0 prunes node 0's."""
+    from asrtrain.train import checkpoint as ckpt
+    nodes = {tmp_path / "node0": (0, 1), tmp_path / "node1": (2, 3)}
+    for exp, ranks in nodes.items():
+        ckpt.ckpt_dir(exp).mkdir(parents=True)
+        for e in range(1, 5):
+            for r in ranks:
+                ckpt.ckpt_path(exp, f"epoch-{e:04d}", r).write_bytes(b"x")
+    ckpt.mark_latest(tmp_path / "node0", "epoch-0004", keep=1, world_size=4, keep_epochs=2)
+    ckpt.prune(tmp_path / "node1", "epoch-0004", keep=1, world_size=4, keep_epochs=2)
+    for exp, ranks in nodes.items():
+        left = sorted(p.name for p in ckpt.ckpt_dir(exp).glob("*.pt"))
+        assert left == sorted(f"epoch-{e:04d}.rank{r}.pt" for e in (3, 4) for r in ranks), (exp, left)
