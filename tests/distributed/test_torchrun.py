@@ -203,3 +203,34 @@ def test_resume_refuses_learners_that_found_different_checkpoints():
         check_resumed_together(TwoLearners([0, 0, 0]), resumed, Path("exp"))
     with pytest.raises(AsrError, match="found different checkpoints"):
         check_resumed_together(TwoLearners([1, 2, 4]), resumed, Path("exp"))
+
+
+KILL_ONCE = '''
+import os, signal
+if os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0" and os.environ.get("RANK") == "1":
+    _replace = os.replace
+    def _kill_before_epoch2(src, dst, *a, **k):
+        if str(dst).endswith("epoch-0002.rank1.pt"):  # latest names epoch-0001 by now
+            os.kill(os.getpid(), signal.SIGKILL)
+        return _replace(src, dst, *a, **k)
+    os.replace = _kill_before_epoch2
+'''
+
+
+@pytest.mark.slow
+def test_max_restarts_carries_the_job_through_a_killed_worker(task, tmp_path):
+    """Issue 58/3: torchrun --max-restarts 1, --resume, rank 1 killed once before its epoch-2 checkpoint:
+    the restarted attempt reads its own store keys (not the first attempt's verdict or gloo addresses),
+    resumes from epoch 1 and finishes."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(KILL_ONCE)
+    exp = tmp_path / "restart"
+    launcher = ["--standalone", "--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "1"]
+    e = env()
+    e["PYTHONPATH"] = os.pathsep.join([str(hook), e.get("PYTHONPATH", "")])
+    r = subprocess.run(train_cmd(task, exp, launcher, "--strategy", "ssgd", "--resume"), env=e,
+                       capture_output=True, text=True, timeout=300)
+    finished(r, exp, 2)
+    assert "exitcode: -9" in r.stderr, r.stderr[-3000:]  # the kill happened, and the attempt after it
+    assert "resumed from epoch-0001" in r.stderr, r.stderr[-3000:]

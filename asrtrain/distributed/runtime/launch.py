@@ -50,7 +50,7 @@ import torch
 import torch.distributed as dist
 
 from asrtrain.distributed.runtime.netif import choose_gloo_interface, loopback_interface
-from asrtrain.distributed.runtime.peerwatch import PeerWatch, get_verdict, set_verdict
+from asrtrain.distributed.runtime.peerwatch import PeerWatch, attempt_store, get_verdict, set_verdict
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
@@ -300,11 +300,16 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
     set_group_timeout(tmo)  # the strategies' own groups wait as long as the default one
     if store_addr is None:  # torchrun / srun: the env:// rendezvous
         choose_gloo_interface(os.environ)  # before any gloo group: they read it when they are made
-        with native_stdout_to_stderr():  # gloo's connection line is not the command's output
-            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size, timeout=tmo)
         host, port = os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT", "29500"))
         # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE); bare env:// makes rank 0 host it
         agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+        with native_stdout_to_stderr():  # gloo's connection line is not the command's output
+            if agent:  # the agent's store outlives --max-restarts attempts: this attempt's keys apart
+                store = attempt_store(dist.TCPStore(host, port, None, False, timeout=tmo))
+                dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
+            else:
+                dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
+                                        timeout=tmo)
         store_owner = "the torchrun agent" if agent else "learner rank 0"
     else:
         host, port = store_addr

@@ -31,6 +31,15 @@ log = logging.getLogger(__name__)
 VERDICT_KEY = "asrtrain/hb/verdict"
 
 
+def attempt_store(store):
+    """``store`` seen through this torchrun attempt's namespace (``TORCHELASTIC_RESTART_COUNT``; the
+    store itself unchanged outside torchrun and on the first attempt). torchrun's agent keeps one store
+    across ``--max-restarts`` attempts: without it a restarted worker reads the old attempt's verdict,
+    batch claims, and gloo's addresses of processes that are gone."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0").strip() or "0"
+    return store if attempt == "0" else dist.PrefixStore(f"asrtrain/attempt{attempt}", store)
+
+
 def set_verdict(store, message: str) -> None:
     """Record the first explanation of a failure (later ones do not overwrite it)."""
     try:
@@ -82,8 +91,8 @@ class PeerWatch:
         self._where = f"{host}:{port}"
         self._owner = store_owner
         # Our own client connection: the process group's store is used by other threads meanwhile.
-        self._raw_store = dist.TCPStore(host, port, None, False,
-                                        timeout=datetime.timedelta(seconds=self.dead_after))
+        self._raw_store = attempt_store(dist.TCPStore(host, port, None, False,
+                                                      timeout=datetime.timedelta(seconds=self.dead_after)))
         self._store = dist.PrefixStore("asrtrain/hb", self._raw_store)
         self._thread = threading.Thread(target=self._run, name=f"peerwatch{rank}", daemon=True)
 
