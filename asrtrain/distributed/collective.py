@@ -118,9 +118,12 @@ def ddp_sum(model: torch.nn.Module, group=None) -> torch.nn.Module:
     """
     from torch.nn.parallel import DistributedDataParallel
 
-    device = next(model.parameters()).device
-    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                  process_group=group, broadcast_buffers=False, init_sync=False)
+    # device_ids=None even on a GPU: with device_ids DDP's forward copies every tensor argument to that
+    # GPU (torch 2.9 nn/parallel/distributed.py _pre_forward: ``if self.device_ids: ... _to_kwargs``),
+    # the host-side lengths too, each then read back by a host sync. None is allowed for a module on one
+    # GPU ("Alternatively, device_ids can also be None"); the loop has put the features there already.
+    ddp = DistributedDataParallel(model, device_ids=None, process_group=group, broadcast_buffers=False,
+                                  init_sync=False)
     ddp.register_comm_hook(group, _sum_hook)
     return ddp
 

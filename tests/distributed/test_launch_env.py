@@ -109,3 +109,27 @@ def test_parent_names_the_hung_learner_not_the_one_a_collective_timeout_aborted(
         launch._supervise(procs, 30.0, store)
     assert "rank 1 made no progress" in str(err.value), str(err.value)
     assert "SIGABRT" not in str(err.value)
+
+
+def test_ddp_leaves_the_host_side_lengths_on_the_host(monkeypatch):
+    """Issue 58/6: DDP with device_ids moves every forward argument to the GPU (torch's _pre_forward);
+    ddp_sum passes device_ids=None for a module on its GPU, so the lengths stay host-side."""
+    import torch
+    import torch.nn.parallel as par
+    from asrtrain.distributed import collective
+    seen = {}
+
+    class FakeDDP:
+        def __init__(self, module, **kw):
+            seen.update(kw)
+
+        def register_comm_hook(self, *a):
+            pass
+
+    class OnGpu3:
+        def parameters(self):
+            return iter([type("P", (), {"device": torch.device("cuda", 3)})()])
+
+    monkeypatch.setattr(par, "DistributedDataParallel", FakeDDP)
+    collective.ddp_sum(OnGpu3())
+    assert seen["device_ids"] is None
