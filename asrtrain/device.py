@@ -83,11 +83,7 @@ def resolve_device(spec: str) -> torch.device:
         index = int(spec[5:])
     else:
         index = local_rank()
-        if count == 1 and "SLURM_PROCID" in os.environ and "TORCHELASTIC_RUN_ID" not in os.environ:
-            # srun --gpus-per-task=1 (or --gpu-bind=single:1) shows each task its own GPU as device 0
-            # while SLURM_LOCALID counts the tasks of the node: that one GPU is this learner's. Not under
-            # torchrun inside an sbatch job: its learners share the node's GPUs, and two of them on the one
-            # visible GPU would meet as NCCL's "Duplicate GPU detected" instead of the error below.
+        if slurm_task_gpu(count):
             index = 0
     if index >= count:
         raise AsrError(f"learner needs cuda:{index} but this process sees {count} GPU(s) "
@@ -97,9 +93,25 @@ def resolve_device(spec: str) -> torch.device:
     return torch.device("cuda", index)
 
 
+def slurm_task_gpu(count: int) -> bool:
+    """True for an srun task that sees exactly one GPU: ``srun --gpus-per-task=1`` (or
+    ``--gpu-bind=single:1``) shows each task its own GPU as device 0 while SLURM_LOCALID counts the tasks
+    of the node, so that GPU is this learner's. Not under torchrun inside an sbatch job, nor for the
+    learners our spawner starts inside one task (``sbatch --gres=gpu:1``): they inherit the task's
+    SLURM_LOCALID but have LOCAL_RANKs of their own, and must not all take cuda:0."""
+    env = os.environ
+    localid = env.get("SLURM_LOCALID")
+    spawned = localid is not None and env.get("LOCAL_RANK", localid) != localid
+    return count == 1 and "SLURM_PROCID" in env and "TORCHELASTIC_RUN_ID" not in env and not spawned
+
+
 def shares_gpu(spec: str) -> bool:
-    """True when every learner of a node is told to use the same GPU (``cuda:N``)."""
-    return spec.startswith("cuda:")
+    """True when every learner of a node is told to use the same GPU (``cuda:N``); not for an srun task
+    that sees its own one GPU (:func:`slurm_task_gpu`): ``--device cuda:0`` there is that task's GPU, and
+    NCCL (not gloo) is its default group's backend."""
+    if not spec.startswith("cuda:"):
+        return False
+    return not (torch.cuda.is_available() and slurm_task_gpu(torch.cuda.device_count()))
 
 
 def bind_device(device: torch.device) -> None:

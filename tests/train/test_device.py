@@ -159,7 +159,7 @@ def test_threads_come_from_the_learners_on_this_node(monkeypatch):
     from asrtrain.train.loop import threads_for
 
     cfg = load_config(None, [])
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     assert threads_for(cfg, 4) == 4
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")  # torchrun: 8 learners here, whatever dist.learners says
@@ -511,3 +511,27 @@ def test_threads_follow_cpu_affinity_not_host_cores(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     assert device.usable_cpus() == 4
     assert resolve_threads(0) == 4
+
+
+def test_slurm_gpu_selection_spawned_learners_and_per_task_gpus(monkeypatch):
+    """Issue 58/8. Inside ``sbatch --gres=gpu:1`` our spawner's learners inherit SLURM_PROCID/SLURM_LOCALID
+    but not the task's one-GPU rule: learner 1 is told it lacks cuda:1 (not put on cuda:0 beside learner
+    0). Under ``srun --gpus-per-task=1`` (one GPU per task, LOCAL_RANK=$SLURM_LOCALID) ``--device cuda:0``
+    is the task's own GPU, not a shared one: NCCL, not gloo."""
+    from asrtrain.device import shares_gpu
+    from asrtrain.distributed.runtime.launch import resolve_backend
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("SLURM_LOCALID", "0")
+    monkeypatch.setenv("LOCAL_RANK", "1")  # set by our spawner for its learner 1
+    with pytest.raises(AsrError, match="needs cuda:1 but this process sees 1 GPU"):
+        resolve_device("cuda")
+    assert shares_gpu("cuda:0")  # spawned learners on cuda:0 do share it: gloo
+    monkeypatch.setenv("SLURM_PROCID", "5")
+    monkeypatch.setenv("SLURM_LOCALID", "5")
+    monkeypatch.setenv("LOCAL_RANK", "5")  # srun task 5 of the node, its own GPU
+    assert resolve_device("cuda") == torch.device("cuda", 0)
+    assert not shares_gpu("cuda:0")
+    assert resolve_backend("auto", torch.device("cuda", 0), shares_gpu("cuda:0")) == "nccl"
