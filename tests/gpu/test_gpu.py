@@ -304,3 +304,27 @@ def test_attention_rescoring_on_cuda_matches_the_cpu():
     want = attention_scores(cpu, enc[0], hyps)
     got = attention_scores(copy.deepcopy(cpu).cuda(), enc[0], hyps)  # enc stays on the host
     assert got == pytest.approx(want, rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (one learner per GPU over NCCL)")
+def test_asrtrain_train_on_two_gpus_over_nccl_checkpoints_and_resumes(data, tmp_path, capfd):
+    """Issue 58/12: ``asrtrain train`` itself on 2 GPUs: cuDNN LSTM under DDP over NCCL, pinned prefetch,
+    validation, per-rank checkpoints, then ``--resume``. SSGD's learners end with the same bits, the
+    losses fall and the model is finite."""
+    exp = tmp_path / "nccl"
+    common = ["--device", "cuda", "--learners", "2", "--strategy", "ssgd", "--set", "dist.backend=auto",
+              "--set", "train.checkpoint_every_steps=4", "--set", "train.epochs=3", "--set", "train.lr=0.01"]
+    r = train(data, exp, *common, "--stop-after-steps", "6")
+    assert r.exit_code == 0, r.output
+    assert "default process group: nccl" in capfd.readouterr().err
+    assert (exp / "checkpoints" / "step-00000004.rank1.pt").is_file()
+    r = train(data, exp, *common, "--resume")
+    assert r.exit_code == 0, r.output
+    last = sorted((exp / "checkpoints").glob("epoch-*.rank0.pt"))[-1]
+    w = [torch.load(str(last).replace("rank0", f"rank{k}"), map_location="cpu", weights_only=True) for k in (0, 1)]
+    assert all(torch.equal(w[0]["model"][k], w[1]["model"][k]) for k in w[0]["model"])
+    hist = w[0]["history"]
+    assert hist[-1]["train_loss"] < hist[0]["train_loss"], hist
+    assert all("dev_loss" in h for h in hist), hist
+    final = torch.load(exp / "final.pt", map_location="cpu", weights_only=True)["model"]
+    assert all(torch.isfinite(t).all() for t in final.values())

@@ -296,6 +296,8 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         sys.stderr.flush()
         os._exit(1)
     bind_device(device)  # before any process group: NCCL's communicator is made for this GPU
+    if rank == 0:
+        log.info("default process group: %s, learners on %s", backend, device_spec)
     tmo = datetime.timedelta(seconds=group_timeout_s(timeout_s, hang_after))
     set_group_timeout(tmo)  # the strategies' own groups wait as long as the default one
     if store_addr is None:  # torchrun / srun: the env:// rendezvous
