@@ -354,7 +354,8 @@ def threads_for(cfg: Config, learners_here: int) -> int:
     """Torch intra-op threads per learner: ``train.threads``, else the cores shared by the learners on
     this node (under torchrun/srun LOCAL_WORLD_SIZE of them, not ``dist.learners``)."""
     if cfg.train.threads > 0:
-        return cfg.train.threads
+        from asrtrain.limits import check_threads
+        return check_threads(cfg.train.threads, "train.threads")
     local = env_int("LOCAL_WORLD_SIZE", 0)
     return max(1, (os.cpu_count() or 1) // max(1, local or learners_here))
 
