@@ -31,7 +31,7 @@ MAX_BATCH_UTTS = 1_000_000  # train.max_utts
 MAX_THREADS = 1024  # an error above this, or above THREADS_FACTOR x the usable cores
 THREADS_FACTOR = 4
 MAX_LINE_BYTES = 16 << 20  # one line of a table or a scored transcript
-MAX_ALIGN_CELLS = 200_000_000  # ref words x hyp words of one scored utterance (the edit-distance table)
+MAX_ALIGN_CELLS = 10_000_000  # ref words x hyp words of one scored utterance (the edit-distance table)
 
 
 def usable_cores() -> int:
@@ -81,7 +81,7 @@ def check_regular_file(path: Union[str, os.PathLike], what: str, table: Optional
 def check_line_length(text: str, path, line: int) -> None:
     """Refuse one line longer than ``MAX_LINE_BYTES`` characters (a file without newlines, a binary)."""
     if len(text) > MAX_LINE_BYTES:
-        raise AsrError(f"line of {len(text):,} characters, more than the {MAX_LINE_BYTES:,} a table or "
+        raise AsrError(f"a line {len(text):,} long, more than the {MAX_LINE_BYTES:,} a table or "
                        "transcript line may hold", path, line,
                        fix="split the file into one record per line (is it a binary or a file without newlines?)")
 
@@ -106,3 +106,14 @@ def read_bounded(path: Path, limit: int, what: str) -> bytes:
         raise AsrError(f"{what} is {size:,} bytes, more than the {limit:,} accepted", path,
                        fix="check that this is the right file")
     return Path(path).read_bytes()
+
+
+def check_alignable(n_ref: int, n_hyp: int, what: str, path=None, line: Optional[int] = None,
+                    unit: str = "words") -> None:
+    """Refuse aligning ``n_ref`` against ``n_hyp`` units when the edit-distance table would exceed
+    ``MAX_ALIGN_CELLS`` cells (two 10 MB one-line files would need terabytes)."""
+    if n_ref * max(1, n_hyp) > MAX_ALIGN_CELLS:
+        raise AsrError(f"{what}: {n_ref:,} reference {unit} against {n_hyp:,} hypothesis {unit} would need an "
+                       f"alignment table of {n_ref * max(1, n_hyp):,} cells, more than the "
+                       f"{MAX_ALIGN_CELLS:,} accepted", path, line,
+                       fix="score utterance-sized segments (one utterance a line, each with its id)")

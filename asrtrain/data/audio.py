@@ -130,6 +130,10 @@ def _run_pipe(spec: str, where: Where) -> bytes:
 def _check_file(path: str, where: Where, channel: Optional[int]):
     """Return soundfile.info of a plain audio file, refusing missing, shorten and truncated files."""
     import soundfile as sf
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise where.error(f"audio file {path} is not a regular file (a device, FIFO or directory: reading "
+                          "it would never end or never start)",
+                          fix="name a regular audio file in wav.scp, or a 'command |' pipe")
     if not os.path.isfile(path):
         raise where.error(f"audio file not found: {path}",
                           fix="correct the path in wav.scp, or drop the recording with asrtrain data fix")
