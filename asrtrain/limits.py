@@ -59,16 +59,16 @@ def check_threads(threads: int, option: str) -> int:
 
 def check_regular_file(path: Union[str, os.PathLike], what: str, table: Optional[Union[str, os.PathLike]] = None,
                        line: Optional[int] = None) -> None:
-    """Refuse ``path`` when it exists and is not a regular file (a device such as /dev/zero, a FIFO, a
-    socket, a directory): reading one never ends or never starts. A missing file is left to the caller's
+    """Refuse ``path`` when it exists and is not a regular file or a directory (a device such as /dev/zero,
+    a FIFO, a socket): reading one never ends or never starts. A missing file is left to the caller's
     own error. ``table``/``line`` name the scp line that gave the path, when there is one."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return
-    if stat.S_ISREG(mode):
-        return
-    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return  # a directory: the caller's open fails at once with EISDIR, which names it
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode)
             else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
             else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
     where = f"{what} {path} is {kind}, not a regular file"

@@ -59,7 +59,7 @@ def _check_options(over: dict, max_learners: int, epochs: int) -> None:
         raise AsrError(f"--max-learners {max_learners} must be 1 .. {MAX_LEARNERS} (the simulation's time "
                        "and memory grow with the learner count)", fix="e.g. --max-learners 1024")
     if not 1 <= epochs <= MAX_EPOCHS:
-        raise AsrError(f"--epochs {epochs} must be 1 .. {MAX_EPOCHS}", fix="give the epochs of the run, e.g. --epochs 16")
+        raise AsrError(f"--epochs {epochs} must be >= 1 and <= {MAX_EPOCHS}", fix="give the epochs of the run, e.g. --epochs 16")
 
 
 def _learner_counts(text: str) -> List[int]:

@@ -90,7 +90,7 @@ def check_search(beam: Optional[int] = None, lm_weight: Optional[float] = None,
     word bonus (every hypothesis would score NaN or infinity); None is not given. One line each, whether
     the value came from an option, --params or the exp config's decode section."""
     if beam is not None and (isinstance(beam, bool) or int(beam) != beam or not 1 <= beam <= MAX_BEAM):
-        raise AsrError(f"beam size {beam} must be an integer from 1 to {MAX_BEAM}",
+        raise AsrError(f"beam size {beam} must be an integer >= 1 and <= {MAX_BEAM}",
                        fix="pass --beam-size 1 or more, e.g. 8")
     for what, option, value in (("LM weight", "--lm-weight", lm_weight),
                                 ("word bonus", "--word-bonus", word_bonus)):
