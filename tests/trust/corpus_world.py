@@ -172,3 +172,26 @@ def nan_stats(path: Path) -> None:
     """CMVN stats [2, D+1] of NaN."""
     import kaldiio
     kaldiio.save_mat(str(path), np.full((2, 14), np.nan))
+
+
+def _nan_first_float(state) -> None:
+    import torch
+    name = next(n for n, t in state.items() if torch.is_tensor(t) and t.is_floating_point())
+    state[name] = torch.full_like(state[name], float("nan"))
+
+
+def nan_model(path: Path) -> None:
+    """final.pt with its first floating tensor NaN (checksum rewritten, as a run that diverged writes it)."""
+    from asrtrain.model.files import load_checked, save_checked
+    payload = load_checked(path)
+    _nan_first_float(payload["model"])
+    save_checked(payload, path)
+
+
+def nan_checkpoints(path: Path) -> None:
+    """Every epoch checkpoint under the checkpoints dir ``path`` with a NaN tensor in its avg_model."""
+    from asrtrain.model.files import load_checked, save_checked
+    for p in sorted(path.glob("epoch*.pt")):
+        payload = load_checked(p)
+        _nan_first_float(payload["avg_model"])
+        save_checked(payload, p)

@@ -17,7 +17,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from cli_helpers import one_error, run  # noqa: E402
 from corpus_world import (UTTS, append, audio_at, build_world, cut, dup_line, float_audio, line,  # noqa: E402
-                          materialize, nan_stats, prepend, replace, segments_for_data, swap_lines)
+                          materialize, nan_checkpoints, nan_model, nan_stats, prepend, replace,
+                          segments_for_data, swap_lines)
 
 U2 = UTTS[1]  # the utterance on line 2 of every data dir table
 CASES = []
@@ -505,6 +506,9 @@ case("limits-reco2speed-tiny", {"data/reco2speed": "".join(f"{u} 0.001\n" for u 
 case("limits-perturb-into-feats", {}, "data perturb-speed {data} {feats}", "OUT_DIR holds a feature dir")
 case("limits-perturb-into-data", {"other/utt2spk": "a a\n"}, "data perturb-speed {data} {tmp}/other",
      "OUT_DIR holds a data dir")
+case("limits-decode-nan-weights", {"exp/final.pt": nan_model}, D, "final.pt: the model has non-finite weights")
+case("limits-average-nan-weights", {"exp/checkpoints": nan_checkpoints}, "average {exp} --out {tmp}/avg.pt",
+     "has non-finite weights")
 WORDS = " ".join(f"w{i % 50}" for i in range(5000))
 case("limits-score-long-utterance", {"r.txt": f"u1 {WORDS}\n", "h.txt": f"u1 {WORDS} x\n"},
      "score {tmp}/r.txt {tmp}/h.txt", "alignment table of 25,005,000 cells")
