@@ -509,6 +509,13 @@ case("limits-perturb-into-data", {"other/utt2spk": "a a\n"}, "data perturb-speed
 case("limits-decode-nan-weights", {"exp/final.pt": nan_model}, D, "final.pt: the model has non-finite weights")
 case("limits-average-nan-weights", {"exp/checkpoints": nan_checkpoints}, "average {exp} --out {tmp}/avg.pt",
      "has non-finite weights")
+for cid, opts, frag in [
+    ("period-ssgd", "--strategy ssgd --period 4", "--set dist.period=4 is ignored: --strategy ssgd does not use it"),
+    ("averaging-ssgd", "--strategy ssgd --averaging random", "dist.averaging=random is ignored"),
+    ("delay-single", "--delay-by-one", "dist.delay_by_one=True is ignored: --strategy single"),
+    ("dp-without-dp", "--set dp.epsilon=8", "--set dp.epsilon=8.0 is ignored: differential privacy is off"),
+]:
+    case(f"ignored-option-{cid}", {}, T + " --print-config " + opts, frag)
 WORDS = " ".join(f"w{i % 50}" for i in range(5000))
 case("limits-score-long-utterance", {"r.txt": f"u1 {WORDS}\n", "h.txt": f"u1 {WORDS} x\n"},
      "score {tmp}/r.txt {tmp}/h.txt", "alignment table of 25,005,000 cells")
@@ -591,3 +598,11 @@ def test_perturb_speed_keeps_what_it_did_not_write(world, tmp_path):
     r = run("data", "perturb-speed", dirs["data"], out, "--factors", "1.0")
     assert r.exit_code == 0, r.output
     assert not any(ln.startswith("sp0.9-") for ln in (out / "utt2spk").read_text().splitlines())
+
+
+def test_an_ignored_key_in_a_config_file_is_a_warning(world, tmp_path, caplog):
+    (tmp_path / "c.yaml").write_text("dist:\n  period: '4'\n")
+    r = run("train", "--train-data", world["feats"], "--tokenizer", world["tok"] / "tokenizer.model",
+            "--config", tmp_path / "c.yaml", "--print-config")
+    assert r.exit_code == 0, r.output
+    assert "c.yaml:2: dist.period: 4 is ignored (it is in a config file): --strategy single" in caplog.text
