@@ -73,6 +73,9 @@ def _check_applies(name: str, value: Any, where: str, from_set: bool, file: Opti
                    cfg: Config) -> None:
     """A key the chosen strategy (or a run without --dp) never reads: an error when given on the command
     line, a warning when it comes from a config file (a shared config may carry keys for other runs)."""
+    section, _, key = name.partition(".")
+    if getattr(getattr(Config(), section), key, None) == value:
+        return  # the default given explicitly (e.g. --no-delay-by-one) changes nothing
     users = STRATEGY_KEYS.get(name)
     if users is not None and cfg.dist.strategy not in users:
         message = (f"{where} is ignored: --strategy {cfg.dist.strategy} does not use it (only "
