@@ -516,6 +516,17 @@ for cid, opts, frag in [
     ("dp-without-dp", "--set dp.epsilon=8", "--set dp.epsilon=8.0 is ignored: differential privacy is off"),
 ]:
     case(f"ignored-option-{cid}", {}, T + " --print-config " + opts, frag)
+
+
+def head_pipe(path: Path) -> str:
+    """wav.scp with line 2's file read through ``head -c 3000 FILE |`` (a pipe cut short)."""
+    lines = path.read_text().splitlines()
+    key, file = lines[1].split(maxsplit=1)
+    lines[1] = f"{key} head -c 3000 {file} |"
+    return "".join(ln + "\n" for ln in lines)
+
+
+case("limits-wav-pipe-truncated", {"data/wav.scp": head_pipe}, F, ("wav.scp:2: ", "pipe output is truncated"))
 WORDS = " ".join(f"w{i % 50}" for i in range(5000))
 case("limits-score-long-utterance", {"r.txt": f"u1 {WORDS}\n", "h.txt": f"u1 {WORDS} x\n"},
      "score {tmp}/r.txt {tmp}/h.txt", "alignment table of 25,005,000 cells")
