@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-import dist_toyloop as toyloop
+from tests.helpers import dist_toyloop as toyloop
 from asrtrain.config import DistConfig
 from asrtrain.distributed.runtime.launch import run_learners
 from asrtrain.errors import AsrError

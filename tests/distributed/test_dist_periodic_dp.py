@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import dist_periodic_loop as ploop
+from tests.helpers import dist_periodic_loop as ploop
 from asrtrain.config import DistConfig, DPConfig
 from asrtrain.distributed.dp import epsilon_spent
 from asrtrain.distributed.runtime.launch import run_learners

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import dist_toyloop as toyloop
+from tests.helpers import dist_toyloop as toyloop
 from asrtrain.config import DistConfig
 from asrtrain.distributed.runtime.launch import run_learners
 

@@ -10,11 +10,10 @@ import pytest
 
 from asrtrain.errors import AsrError
 from asrtrain.features.reader import FeatureReader
-from cli_helpers import run
-from sphere_fixture import make_data_dir
+from tests.helpers.cli_helpers import run
+from tests.helpers.sphere_fixture import make_data_dir
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-from featfix import make_feat_dir  # noqa: E402
+from tests.helpers.featfix import make_feat_dir
 
 
 def _padded_by_load(reader, utts):

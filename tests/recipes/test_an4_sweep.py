@@ -2,12 +2,12 @@
 sweep itself runs for hours on a GPU machine; a broken parser or rule would only show there."""
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import an4_sweep  # noqa: E402
+from tests.helpers.scripts import load_script
+
+an4_sweep = load_script("an4_sweep")
 
 
 def entry(mean, complete=True):
@@ -76,7 +76,7 @@ def test_pack_carries_the_same_samples_as_flac_and_the_sweep_finds_them(tmp_path
     import soundfile as sf
 
     import an4_pack
-    from an4_fixture import make_an4
+    from tests.helpers.an4_fixture import make_an4
     from asrtrain.corpora.an4 import prepare_an4
     from asrtrain.data.audio import load_audio
 

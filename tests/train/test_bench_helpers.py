@@ -2,16 +2,15 @@
 the suite otherwise, and a broken one only shows after an hour of benchmark."""
 
 import math
-import sys
-from pathlib import Path
 
-from test_loop_strategies import data, train  # noqa: F401 - the module-scoped feature fixture
+from tests.helpers.scripts import load_script
+from tests.helpers.strategy_runs import data, train  # noqa: F401 - the module-scoped feature fixture
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+bench_common = load_script("bench_common")
 
 
 def test_averaged_dev_curve_evaluates_every_epoch_checkpoint(data, tmp_path):  # noqa: F811
-    from bench_common import Corpus, Run, averaged_dev_curve
+    Corpus, Run, averaged_dev_curve = bench_common.Corpus, bench_common.Run, bench_common.averaged_dev_curve
     tr, dev, tok = data
     exp = tmp_path / "runs" / "ad"
     r = train(data, exp, ["train.max_frames=1600"], "--strategy", "adpsgd", "--learners", "2")
@@ -27,7 +26,7 @@ def test_averaged_dev_curve_evaluates_every_epoch_checkpoint(data, tmp_path):  #
 def test_averaged_dev_curve_numbers_epochs_from_the_checkpoints_kept(data, tmp_path):  # noqa: F811
     """With fewer checkpoints kept than epochs run, each row is the epoch its checkpoint holds (the 16-learner
     large-batch grid evaluates 10 epochs; numbering them from 1 mislabelled the last 5 as epochs 1-5)."""
-    from bench_common import Corpus, Run, averaged_dev_curve
+    Corpus, Run, averaged_dev_curve = bench_common.Corpus, bench_common.Run, bench_common.averaged_dev_curve
     tr, dev, tok = data
     exp = tmp_path / "runs" / "kept"
     r = train(data, exp, ["train.max_frames=1600", "train.epochs=3", "train.keep_checkpoints=2"])
@@ -100,7 +99,7 @@ def test_lr_rule_one_for_all_or_one_per_strategy():
 
 
 def test_lr_sets_scale_the_recipe_rate():
-    from bench_common import RECIPE
+    RECIPE = bench_common.RECIPE
     import yaml
 
     from bench_strategies import lr_sets

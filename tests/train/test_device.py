@@ -4,8 +4,6 @@ rendezvous socket. The CUDA side of the same paths is in tests/gpu (``pytest -m 
 
 import os
 import socket
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,9 +14,8 @@ from asrtrain.config.file import load_config
 from asrtrain.device import ScaledStep, resolve_device
 from asrtrain.errors import AsrError
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli_helpers import one_error  # noqa: E402
-from test_loop import data, params, train  # noqa: E402,F401 - the module fixture is shared
+from tests.helpers.cli_helpers import one_error
+from tests.helpers.train_runs import data, params, train  # noqa: F401 - the module fixture is shared
 
 
 # -- devices ----------------------------------------------------------------------------------------
@@ -484,7 +481,7 @@ def test_prefetch_thread_binds_the_learners_gpu_before_it_pins(tmp_path, monkeyp
     are recorded with the thread that called them.) On the CPU nothing is bound and nothing pinned."""
     import threading
 
-    from featfix import make_feat_dir
+    from tests.helpers.featfix import make_feat_dir
     from asrtrain.features.dataset import AsrDataset, Batch, prefetch
 
     calls = []
