@@ -23,6 +23,8 @@ import yaml
 
 from tests.helpers.featfix import make_task
 
+pytestmark = pytest.mark.slow  # torchrun subprocesses
+
 TASK = ["model.num_layers=1", "model.hidden=32", "model.subsample=2", "model.dropout=0.0",
         "train.max_frames=1500", "train.max_utts=4", "train.warmup_steps=4", "train.lr=0.02",
         "train.epochs=2", "train.average_last=1", "specaug.enabled=false", "dist.timeout_s=60"]

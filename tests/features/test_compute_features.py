@@ -222,6 +222,7 @@ def test_two_channel_sphere_segments_and_pipes(tmp_path):
         assert (out / name).read_text() == (d / name).read_text()
 
 
+@pytest.mark.slow
 def test_reader_in_dataloader_workers(data, tmp_path):
     """The reader works in forked DataLoader workers after the parent already opened the arks."""
     import torch

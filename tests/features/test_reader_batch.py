@@ -121,6 +121,7 @@ def test_reader_pickles_without_its_maps(tmp_path):
     assert np.array_equal(reader.load(u), first)  # maps reopen after close
 
 
+@pytest.mark.slow
 def test_an_ark_cut_short_in_place_after_mapping_is_an_error_not_a_crash(tmp_path):
     """Reading past the end of a shrunk mapped file would end the process with SIGBUS; the reader sees
     the file shrink and lets kaldiio report the cut entry (run in a child, so a regression fails here)."""

@@ -3,12 +3,15 @@ the suite otherwise, and a broken one only shows after an hour of benchmark."""
 
 import math
 
+import pytest
+
 from tests.helpers.scripts import load_script
 from tests.helpers.strategy_runs import data, train  # noqa: F401 - the module-scoped feature fixture
 
 bench_common = load_script("bench_common")
 
 
+@pytest.mark.slow
 def test_averaged_dev_curve_evaluates_every_epoch_checkpoint(data, tmp_path):  # noqa: F811
     Corpus, Run, averaged_dev_curve = bench_common.Corpus, bench_common.Run, bench_common.averaged_dev_curve
     tr, dev, tok = data
@@ -46,6 +49,7 @@ def test_lb_reuse_names_the_settings_a_finished_run_was_not_trained_with(tmp_pat
         "train.lr=0.005 (asked 0.00707107)", "dist.averaging=fixed (asked random)", "model.hidden=None (asked 8)"]
 
 
+@pytest.mark.slow
 def test_lb_strategies_subset_and_a_bad_one():
     """--lb-strategies picks which large-batch runs train (without SSGD the table has no ratios to it); a
     bad or empty name gets one line with the fix."""

@@ -13,6 +13,8 @@ from asrtrain.train.batching import BatchSpec, make_batches
 from asrtrain.features.dataset import AsrDataset
 from tests.helpers.strategy_runs import BASE, data  # noqa: F401 - the module-scoped feature fixture
 
+pytestmark = pytest.mark.slow  # spawned learners
+
 
 FRAMES = 200
 

@@ -1,10 +1,14 @@
 """The real training loop under each distributed strategy (spawned gloo learners on CPU)."""
 
+import pytest
 import torch
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
 from tests.helpers.strategy_runs import data, final, train  # noqa: F401 - the module-scoped feature fixture
+
+pytestmark = pytest.mark.slow  # spawned learners
+
 
 def test_ssgd_two_learners_equal_one_learner_with_the_same_global_batch(data, tmp_path):
     r = train(data, tmp_path / "one", ["train.max_frames=1600"])
