@@ -75,7 +75,7 @@ def test_missing_data_dir_is_one_line_naming_the_file(tmp_path, monkeypatch):
 def test_pack_carries_the_same_samples_as_flac_and_the_sweep_finds_them(tmp_path, monkeypatch):
     import soundfile as sf
 
-    import an4_pack
+    an4_pack = load_script("an4_pack")
     from tests.helpers.an4_fixture import make_an4
     from asrtrain.corpora.an4 import prepare_an4
     from asrtrain.data.audio import load_audio
@@ -101,7 +101,7 @@ def test_pack_carries_the_same_samples_as_flac_and_the_sweep_finds_them(tmp_path
 
 
 def test_pack_refuses_a_pipe_naming_the_line(tmp_path, monkeypatch):
-    import an4_pack
+    an4_pack = load_script("an4_pack")
 
     for part in ("train", "dev", "test"):
         (tmp_path / "data" / part).mkdir(parents=True)

@@ -40,7 +40,7 @@ def test_averaged_dev_curve_numbers_epochs_from_the_checkpoints_kept(data, tmp_p
 
 def test_lb_reuse_names_the_settings_a_finished_run_was_not_trained_with(tmp_path):
     """--lb-reuse must not pass off a run trained with other settings as this grid's (it stops instead)."""
-    from bench_strategies import settings_changed
+    settings_changed = load_script("bench_strategies").settings_changed
     (tmp_path / "config.yaml").write_text("train:\n  lr: 0.005\n  max_frames: 312\ndist:\n  averaging: fixed\n")
     assert settings_changed(tmp_path, ["train.lr=0.005", "train.max_frames=312", "dist.averaging=fixed"]) == []
     assert settings_changed(tmp_path, ["train.max_frames=100", "train.max_frames=312"]) == []  # last one wins
@@ -57,7 +57,7 @@ def test_lb_strategies_subset_and_a_bad_one():
 
     import pytest
 
-    from bench_strategies import largebatch_sizes
+    largebatch_sizes = load_script("bench_strategies").largebatch_sizes
 
     def sizes(v):
         return largebatch_sizes(False, argparse.Namespace(
@@ -83,7 +83,9 @@ def test_lr_rule_one_for_all_or_one_per_strategy():
     4B question asks); a rule missing, unknown or named twice gets one line with the fix."""
     import pytest
 
-    from bench_strategies import lr_rules, rule_text
+    bench_strategies = load_script("bench_strategies")
+
+    lr_rules, rule_text = bench_strategies.lr_rules, bench_strategies.rule_text
 
     names = ("ssgd", "adpsgd-fixed", "adpsgd-random")
     assert lr_rules("sqrt", names) == dict.fromkeys(names, "sqrt")
@@ -106,7 +108,7 @@ def test_lr_sets_scale_the_recipe_rate():
     RECIPE = bench_common.RECIPE
     import yaml
 
-    from bench_strategies import lr_sets
+    lr_sets = load_script("bench_strategies").lr_sets
     base = yaml.safe_load((RECIPE / "train.yaml").read_text())["train"]["lr"]
     assert lr_sets("none", 4) == []
     assert lr_sets("sqrt", 4) == [f"train.lr={base * 2:.6g}"]
