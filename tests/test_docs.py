@@ -63,7 +63,8 @@ def test_mkdocs_build_strict_passes_and_walks_every_subcommand(tmp_path):
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     site = tmp_path / "site"
-    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q",
+    # no -q: it hides the warnings that --strict counts, and the build passes with a broken link
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict",
                           "-f", str(ROOT / "mkdocs.yml"), "-d", str(site)],
                          capture_output=True, text=True, env=env, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
