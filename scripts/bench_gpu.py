@@ -55,7 +55,7 @@ def make_corpus(root: Path, utts: int, dim: int, seed: int = 0) -> Path:
     import yaml
 
     from asrtrain.config import FeatureConfig
-    from asrtrain.configfile import to_dict
+    from asrtrain.config.file import to_dict
     from asrtrain.data.table import spk2utt_from_utt2spk, write_table
 
     rng = np.random.default_rng(seed)

@@ -242,7 +242,7 @@ def settings_changed(exp: Path, sets: list) -> list:
     import yaml
 
     from asrtrain.config import Config
-    from asrtrain.configfile import coerce_value, field_type, override_item
+    from asrtrain.config.file import coerce_value, field_type, override_item
 
     cfg = yaml.safe_load((exp / "config.yaml").read_text())
     out = []

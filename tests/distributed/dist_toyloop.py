@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from asrtrain.config import DistConfig
 from asrtrain.distributed.factory import make_strategy
-from asrtrain.distributed.progress import note_progress
+from asrtrain.distributed.runtime.beacon import note_progress
 
 DIM = 6
 
@@ -44,6 +44,14 @@ class ToyArgs:
     device: str = "cpu"  # where the model and batches live (the gpu tests use cuda)
 
 
+class Rows(tuple):
+    """A toy batch ``(x, y)`` of row tensors that splits into one-row examples, as DP asks of a batch."""
+
+    def examples(self):
+        for i in range(len(self[0])):
+            yield Rows(t[i:i + 1] for t in self)
+
+
 def global_batches(num: int, size: int, seed: int):
     g = torch.Generator().manual_seed(seed)
     w_true = torch.randn(DIM, 1, generator=g, dtype=torch.float64)
@@ -66,7 +74,7 @@ def my_batches(strategy, args: ToyArgs):
     batches = global_batches(n * 1, args.batch * part.group_size, args.seed)
     mine = batches[part.group::part.num_groups]
     n_mine = args.num_batches // part.num_groups + args.extra_batches.get(strategy.rank, 0)
-    return [(x[part.member::part.group_size], y[part.member::part.group_size]) for x, y in mine[:n_mine]]
+    return [Rows((x[part.member::part.group_size], y[part.member::part.group_size])) for x, y in mine[:n_mine]]
 
 
 def train(rank: int, world_size: int, jobs: List[ToyArgs]) -> None:
@@ -76,7 +84,7 @@ def train(rank: int, world_size: int, jobs: List[ToyArgs]) -> None:
 
 
 def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: Path) -> None:
-    from asrtrain.distributed import comm, weights
+    from asrtrain.distributed import gossip as comm, gossip_weights as weights
 
     comm.make_weights = weights.DeviceWeights if args.staged else weights.make_weights
     out.mkdir(parents=True, exist_ok=True)

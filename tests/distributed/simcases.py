@@ -1,6 +1,6 @@
 """Small clusters and workloads the simulator's tests build their cases from."""
 
-from asrtrain.distributed.simmodel import Cluster, Link, Workload
+from asrtrain.simulate.model import Cluster, Link, Workload
 
 FREE = Link(0.0, 1e30)  # no latency, (practically) infinite bandwidth
 

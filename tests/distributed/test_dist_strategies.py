@@ -11,7 +11,7 @@ import torch
 
 import dist_toyloop as toyloop
 from asrtrain.config import DistConfig
-from asrtrain.distributed.launch import run_learners
+from asrtrain.distributed.runtime.launch import run_learners
 
 MEAN = [DistConfig(strategy="adpsgd", learners=4, averaging=a, delay_by_one=d)
         for a in ("fixed", "random") for d in (False, True)]

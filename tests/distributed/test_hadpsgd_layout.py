@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from asrtrain.distributed.hadpsgd import HADPSGD
-from asrtrain.distributed.launch import run_learners
+from asrtrain.distributed.runtime.launch import run_learners
 from asrtrain.errors import AsrError
 
 

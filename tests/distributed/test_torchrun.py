@@ -179,7 +179,8 @@ def test_resume_refuses_learners_that_found_different_checkpoints():
     """A node that cannot see rank 0's checkpoint files (no shared file system) finds none and would start
     over while the others continue: every learner is refused in one line instead."""
     from asrtrain.errors import AsrError
-    from asrtrain.train.resume import LearnerState, check_resumed_together
+    from asrtrain.train.resume import check_resumed_together
+    from asrtrain.train.state import LearnerState
 
     class TwoLearners:  # this learner plus one other, whose (found, epoch, epoch^2) is ``other``
         world_size = 2

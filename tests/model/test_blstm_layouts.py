@@ -90,7 +90,7 @@ def test_auto_is_todays_choice_on_the_cpu():
 
 
 def test_rnn_layout_is_validated_and_old_configs_load_with_auto():
-    from asrtrain.configfile import section_from_dict
+    from asrtrain.config.file import section_from_dict
     with pytest.raises(AsrError, match="model.rnn_layout = 'packed' is not one of auto, packed_per_layer"):
         ModelConfig(rnn_layout="packed").validate()
     old = section_from_dict(ModelConfig, {"hidden": 8, "num_layers": 2})

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from asrtrain.config import FeatureConfig
-from asrtrain.configfile import load_config, load_section
+from asrtrain.config.file import load_config, load_section
 from asrtrain.data.table import read_table
 from swbd_fixture import make_hub5, make_swbd
 

@@ -12,7 +12,7 @@ def make_feat_dir(root: Path, n_utts: int = 40, dim: int = 13, seed: int = 0, wo
     import kaldiio
 
     from asrtrain.config import FeatureConfig
-    from asrtrain.configfile import to_dict
+    from asrtrain.config.file import to_dict
 
     rng = np.random.default_rng(seed)
     pat_rng = np.random.default_rng(1234)  # patterns shared by every dir made here

@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from asrtrain.configfile import load_config
+from asrtrain.config.file import load_config
 from asrtrain.device import ScaledStep, resolve_device
 from asrtrain.errors import AsrError
 
@@ -89,7 +89,7 @@ def test_empty_or_bad_launcher_variables(monkeypatch):
 
 
 def test_backend_follows_the_device():
-    from asrtrain.distributed.launch import resolve_backend
+    from asrtrain.distributed.runtime.launch import resolve_backend
 
     assert resolve_backend("auto", torch.device("cpu")) == "gloo"
     assert resolve_backend("auto", torch.device("cuda", 0)) == "nccl"
@@ -99,7 +99,7 @@ def test_backend_follows_the_device():
 
 
 def test_nccl_for_learners_sharing_one_gpu_is_refused_in_one_line(monkeypatch):
-    from asrtrain.distributed.launch import resolve_backend
+    from asrtrain.distributed.runtime.launch import resolve_backend
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     gpu = torch.device("cuda", 0)  # a device object only: nothing runs on it
     assert resolve_backend("auto", gpu, shared_gpu=True) == "gloo"
@@ -259,7 +259,8 @@ def test_epoch_checkpoints_are_pruned_but_averaging_keeps_its_own(data, tmp_path
 
 def test_non_finite_steps_are_skipped_counted_and_stop_training():
     from asrtrain.distributed.base import Strategy
-    from asrtrain.train.loop import Learner, step_or_skip
+    from asrtrain.train.loop import step_or_skip
+    from asrtrain.train.state import Learner
 
     model = torch.nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -286,7 +287,8 @@ def test_in_a_sync_group_the_reduced_gradients_alone_decide_the_skip():
     from asrtrain.config import DistConfig
     from asrtrain.distributed.base import Strategy
     from asrtrain.distributed.factory import make_strategy
-    from asrtrain.train.loop import Learner, step_or_skip
+    from asrtrain.train.loop import step_or_skip
+    from asrtrain.train.state import Learner
 
     def shares_of(name):
         return make_strategy(DistConfig(strategy=name, learners=4, learners_per_node=2), 0, 4).shares_gradients()
@@ -320,7 +322,8 @@ def test_clipping_matches_torch_clip_grad_norm(scale):
     """step_or_skip scales the gradients only when their norm exceeds train.grad_clip; the update is
     torch's clip_grad_norm_ either way, to the bit."""
     from asrtrain.distributed.base import Strategy
-    from asrtrain.train.loop import Learner, step_or_skip
+    from asrtrain.train.loop import step_or_skip
+    from asrtrain.train.state import Learner
 
     t = load_config(None, ["train.grad_clip=5.0"]).train
     g = torch.Generator().manual_seed(0)
@@ -363,7 +366,7 @@ def test_a_non_finite_final_model_is_never_written(tmp_path):
 @pytest.mark.parametrize("kind", ["host", "staged"])
 def test_pending_averaging_survives_a_checkpoint(kind, monkeypatch):
     """What landed but is not folded is saved with the strategy state: x + D is kept exactly."""
-    from asrtrain.distributed import comm, weights
+    from asrtrain.distributed import gossip as comm, gossip_weights as weights
 
     if kind == "staged":
         monkeypatch.setattr(comm, "make_weights", weights.DeviceWeights)
@@ -384,7 +387,7 @@ def test_pending_averaging_survives_a_checkpoint(kind, monkeypatch):
 
 
 def test_staged_snapshots_never_overwrite_the_claimed_buffer():
-    from asrtrain.distributed.weights import DeviceWeights
+    from asrtrain.distributed.gossip_weights import DeviceWeights
 
     p = torch.nn.Parameter(torch.zeros(4))
     w = DeviceWeights([p])
@@ -409,7 +412,7 @@ def test_a_fold_between_claim_and_read_is_not_left_out_of_the_snapshot(monkeypat
     """The gossip thread claims a staged copy, waits for it without the lock, then reads copy + D. A fold
     in that gap moves D into the weights after the copy was taken and zeroes D: the thread must read
     a copy taken after the fold, so the pair still averages x + D (what the learner holds)."""
-    from asrtrain.distributed import comm, weights
+    from asrtrain.distributed import gossip as comm, gossip_weights as weights
 
     monkeypatch.setattr(comm, "make_weights", weights.DeviceWeights)  # the GPU path's staging, on the CPU
     p = torch.nn.Parameter(torch.ones(4))
@@ -450,7 +453,7 @@ def _listening_addresses(port: int):
 def test_local_rendezvous_listens_on_loopback_only():
     import datetime
 
-    from asrtrain.distributed.launch import local_store
+    from asrtrain.distributed.runtime.launch import local_store
 
     store = local_store(datetime.timedelta(seconds=5))
     try:
@@ -463,7 +466,7 @@ def test_local_rendezvous_listens_on_loopback_only():
 
 
 def test_spawned_learners_sockets_stay_on_loopback_unless_the_user_chose():
-    from asrtrain.distributed.launch import keep_sockets_on_loopback, loopback_interface
+    from asrtrain.distributed.runtime.launch import keep_sockets_on_loopback, loopback_interface
 
     lo = loopback_interface()
     assert lo in [name for _, name in socket.if_nameindex()]

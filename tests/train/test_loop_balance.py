@@ -7,7 +7,7 @@ import torch
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from asrtrain.configfile import load_config
+from asrtrain.config.file import load_config
 from asrtrain.errors import AsrError
 from asrtrain.train.batching import BatchSpec, make_batches
 from asrtrain.features.dataset import AsrDataset

@@ -260,7 +260,7 @@ override = st.tuples(st.sampled_from(OVERRIDE_KEYS), st.sampled_from(["=", "", "
 @FUZZ
 @given(yaml_text, st.lists(override, max_size=3))
 def test_full_config(text, overrides):
-    from asrtrain.configfile import load_config
+    from asrtrain.config.file import load_config
     with tempfile.TemporaryDirectory() as d:
         path = write(Path(d), "c.yaml", text.encode("utf-8"))
         try:
@@ -275,7 +275,7 @@ def test_full_config(text, overrides):
 @given(yaml_text, st.lists(override.map(lambda o: o.split(".", 1)[-1]), max_size=3))
 def test_feature_config(text, overrides):
     from asrtrain.config import FeatureConfig
-    from asrtrain.configfile import load_section
+    from asrtrain.config.file import load_section
     from asrtrain.features.fbank import fbank
     with tempfile.TemporaryDirectory() as d:
         path = write(Path(d), "f.yaml", text.encode("utf-8"))
@@ -292,7 +292,7 @@ def test_feature_config(text, overrides):
 @FUZZ
 @given(file_bytes)
 def test_stored_config_on_resume(data):
-    from asrtrain.yamlio import read_yaml_mapping
+    from asrtrain.config.yamlio import read_yaml_mapping
     with tempfile.TemporaryDirectory() as d:
         try:
             out = read_yaml_mapping(write(Path(d), "config.yaml", data))

@@ -19,7 +19,7 @@ import yaml
 
 from asrtrain.config import Config
 from asrtrain.errors import AsrError
-from asrtrain.yamlio import parse_override, read_yaml
+from asrtrain.config.yamlio import parse_override, read_yaml
 
 
 def coerce_value(value: Any, typ: Any, where: str, path: Optional[str], line: Optional[int]) -> Any:
@@ -144,7 +144,7 @@ def to_dict(cfg: Any) -> Dict[str, Any]:
 
 def save_config(cfg: Config, path: Path) -> None:
     """Write the resolved config, every default included, atomically."""
-    from asrtrain.io import atomic_write_text
+    from asrtrain.atomic import atomic_write_text
     atomic_write_text(Path(path), yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
 

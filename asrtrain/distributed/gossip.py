@@ -47,7 +47,7 @@ import torch
 import torch.distributed as dist
 
 from asrtrain.device import bind_thread
-from asrtrain.distributed.weights import make_weights
+from asrtrain.distributed.gossip_weights import make_weights
 from asrtrain.errors import AsrError
 
 
@@ -61,20 +61,6 @@ def check_gossip_size(n: int, what: str = "learners") -> None:
         raise AsrError(f"ADPSGD needs an even number of {what} (>= 2) to split the ring into active and "
                        f"passive halves, got {n}",
                        fix=f"use an even number of {what}, or --strategy ssgd")
-
-
-def flat_copy(params: Sequence[torch.Tensor]) -> torch.Tensor:
-    """All parameters as one float64 CPU vector, shape (P,)."""
-    return torch.cat([p.detach().reshape(-1).to("cpu", torch.float64) for p in params])
-
-
-def set_flat_(params: Sequence[torch.Tensor], flat: torch.Tensor) -> None:
-    offset = 0
-    with torch.no_grad():
-        for p in params:
-            n = p.numel()
-            p.copy_(flat[offset:offset + n].view_as(p))
-            offset += n
 
 
 class Gossip:

@@ -2,7 +2,7 @@
 
 Every section is a frozen dataclass whose ``validate`` refuses out-of-range values (the error carries the
 key, so the loader can name the YAML line it came from). Loading from YAML with dotted
-``--set section.key=value`` overrides, and saving the resolved config, is :mod:`asrtrain.configfile`.
+``--set section.key=value`` overrides, and saving the resolved config, is :mod:`asrtrain.config.file`.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ What it answers: how long an epoch takes on N learners, the speed-up over one le
 learner sends and the mean staleness of the averaging, before anybody buys cluster time. It is a
 *model*: every figure it prints is a prediction from its inputs, nothing more.
 
-The inputs and cost formulas are :mod:`asrtrain.distributed.simmodel`'s (its docstring gives them); this
-module runs an epoch (SSGD here, ADPSGD and H-ADPSGD in :mod:`asrtrain.distributed.simgossip`) and holds
+The inputs and cost formulas are :mod:`asrtrain.simulate.model`'s (its docstring gives them); this
+module runs an epoch (SSGD here, ADPSGD and H-ADPSGD in :mod:`asrtrain.simulate.gossip`) and holds
 the rules both keep.
 
 **Overlap rules: what waits for what** (as :mod:`asrtrain.distributed.adpsgd`, ``hadpsgd`` and ``comm``
@@ -56,7 +56,7 @@ implement them):
   the slowed part of the compute and of the wait.
 - With shared cores, oversubscription may cost work (``Cluster.oversub_overhead``, c; since 2026-11-27):
   while m > k jobs share a node's k cores, each job's work grows by ``1 + c (m / k - 1)``
-  (:mod:`asrtrain.distributed.simengine`). 0 (the default) is free processor sharing, as before.
+  (:mod:`asrtrain.simulate.engine`). 0 (the default) is free processor sharing, as before.
 
 **Outputs** (:class:`EpochResult`): epoch seconds, speed-up (one normal-speed learner's epoch over
 this one, the same data), bytes sent per learner in the epoch, and staleness: the mean, over active
@@ -72,9 +72,9 @@ from typing import List
 
 import numpy as np
 
-from asrtrain.distributed.simengine import step_walls
-from asrtrain.distributed.simgossip import gossip_epoch
-from asrtrain.distributed.simmodel import (STRATEGIES, Cluster, Plan, StepTimes, Workload, collective_share,
+from asrtrain.simulate.engine import step_walls
+from asrtrain.simulate.gossip import gossip_epoch
+from asrtrain.simulate.model import (STRATEGIES, Cluster, Plan, StepTimes, Workload, collective_share,
                                            group_size_for, ring_allreduce_s, scalar_allreduce_s)
 from asrtrain.errors import AsrError
 

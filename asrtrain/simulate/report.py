@@ -1,4 +1,4 @@
-"""Scenarios, tables and the speed-up plot of :mod:`asrtrain.distributed.simulate`.
+"""Scenarios, tables and the speed-up plot of :mod:`asrtrain.simulate.epoch`.
 
 :func:`published_v100` is the published H-ADPSGD system (Zhang et al.: 64 V100s in 8 nodes of 8, 100 Gb/s
 Ethernet, a 6x512 BLSTM at batch 128 per GPU, 16 epochs of SWB-2000 in 5.2 h, 40x over one V100). Only the
@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Sequence, Tuple
 
-from asrtrain.distributed.simmodel import Cluster, Link, Workload
-from asrtrain.distributed.simulate import EpochResult
+from asrtrain.simulate.model import Cluster, Link, Workload
+from asrtrain.simulate.epoch import EpochResult
 
 PUBLISHED = {"hadpsgd64_speedup": 40.0, "hadpsgd64_hours": 5.2, "hybrid32_hours": 11.5, "epochs": 16}
 
@@ -65,7 +65,7 @@ def powers_of_two(largest: int) -> List[int]:
 
 def not_simulated(labels: Sequence[str], learners: Sequence[int], results: Sequence[EpochResult]
                   ) -> List[Tuple[str, List[int]]]:
-    """(strategy label, learner counts) that :func:`~asrtrain.distributed.simulate.sweep` skipped because
+    """(strategy label, learner counts) that :func:`~asrtrain.simulate.epoch.sweep` skipped because
     the strategy cannot run on that many learners (gossip needs an even number of groups)."""
     done = {(r.label, r.learners) for r in results}
     out = [(label, [n for n in learners if (label, n) not in done]) for label in labels]
@@ -110,7 +110,7 @@ def plot_speedup(results: Sequence[EpochResult], path: Path, title: str) -> Path
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from asrtrain.io import atomic_open
+    from asrtrain.atomic import atomic_open
 
     fig, ax = plt.subplots(figsize=(6, 4.2))
     labels = list(dict.fromkeys(r.label for r in results))

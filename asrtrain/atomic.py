@@ -97,12 +97,6 @@ def atomic_copy(src: PathLike, dst: PathLike) -> None:
         shutil.copyfileobj(fin, fout, 1 << 20)
 
 
-def atomic_torch_save(obj, path: Path) -> None:
-    import torch
-    with atomic_open(path, "wb") as fh:
-        torch.save(obj, fh)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Whole directories: build ``.NAME.new`` beside NAME, then swap it in
 

@@ -1,6 +1,6 @@
 """A learner's weights as the ADPSGD communication thread sees them: snapshots out, averaging deltas in.
 
-The gossip thread (:class:`asrtrain.distributed.comm.Gossip`) never touches the live parameters ``x``:
+The gossip thread (:class:`asrtrain.distributed.gossip.Gossip`) never touches the live parameters ``x``:
 it reads *snapshots* and accumulates the averaging delta ``D`` on the host; the main thread folds ``D``
 into ``x`` at step boundaries. The effective weights are ``e = x + D`` (plus, on a GPU, the rounding
 remainder of earlier folds). Two implementations of that contract:
@@ -27,6 +27,8 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from asrtrain.distributed.collective import flatten
+
 
 def bind_flat_(params: Sequence[torch.Tensor]) -> Optional[torch.Tensor]:
     """Re-point CPU parameters at slices of one contiguous vector and return it; ``None`` elsewhere.
@@ -37,7 +39,7 @@ def bind_flat_(params: Sequence[torch.Tensor]) -> Optional[torch.Tensor]:
     """
     if not params or any(p.device.type != "cpu" or p.dtype != params[0].dtype for p in params):
         return None
-    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    flat = flatten(params)
     offset = 0
     with torch.no_grad():
         for p in params:
@@ -139,13 +141,13 @@ class DeviceWeights:
         i = 1 - self._latest if self._reading != 1 - self._latest else self._latest
         if not self.cuda:
             with torch.no_grad():
-                torch.cat([p.detach().reshape(-1).to(self.dtype) for p in self.params], out=self.snaps[i])
+                flatten(self.params, out=self.snaps[i])
             self._latest = i
             return
         compute = torch.cuda.current_stream(self.device)
         self.side.wait_stream(compute)  # the weights as of this boundary (the last update is queued)
         with torch.cuda.stream(self.side), torch.no_grad():
-            torch.cat([p.detach().reshape(-1).to(self.dtype) for p in self.params], out=self.gathered)
+            flatten(self.params, out=self.gathered)
             gathered = torch.cuda.Event()
             gathered.record(self.side)
             self.snaps[i].copy_(self.gathered, non_blocking=True)
@@ -202,7 +204,7 @@ class DeviceWeights:
         """``x + remainder + D`` as a float64 CPU vector (lock held; waits for the device)."""
         if self.cuda:
             torch.cuda.current_stream(self.device).synchronize()
-        x = torch.cat([p.detach().reshape(-1).double() for p in self.params]) + self.remainder
+        x = flatten(self.params, dtype=torch.float64) + self.remainder
         return x.cpu() + self.delta.double()
 
     def state(self) -> torch.Tensor:

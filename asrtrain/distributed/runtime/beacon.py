@@ -1,6 +1,6 @@
 """Progress, not only liveness: naming the learner whose main thread is stuck while its heartbeat runs.
 
-A heartbeat (:class:`asrtrain.distributed.peerwatch.PeerWatch`) catches a learner that died or was stopped
+A heartbeat (:class:`asrtrain.distributed.runtime.peerwatch.PeerWatch`) catches a learner that died or was stopped
 whole. A learner whose main thread deadlocks (a hung reader, a stuck device call) keeps beating, and every
 learner that depends on it soon waits in a collective: all of them stop making progress, and the one to
 name is the one that is *not* waiting for the others. So each learner publishes, with its heartbeat:
@@ -36,7 +36,7 @@ def note_progress() -> None:
 
 
 @dataclass(frozen=True)
-class Progress:
+class Beacon:
     count: int  # progress notes so far (0: this learner never reports)
     wall: float  # time.time() of the last one
     waiting: bool  # the main thread is in communication right now
@@ -45,12 +45,12 @@ class Progress:
         return f"{beat} {self.count} {self.wall:.3f} {int(self.waiting)}"
 
     @staticmethod
-    def decode(value: bytes) -> Optional["Progress"]:
+    def decode(value: bytes) -> Optional["Beacon"]:
         parts = value.decode(errors="replace").split()
         if len(parts) != 4:
             return None
         try:
-            return Progress(int(parts[1]), float(parts[2]), parts[3] == "1")
+            return Beacon(int(parts[1]), float(parts[2]), parts[3] == "1")
         except ValueError:
             return None
 
@@ -61,7 +61,7 @@ def waiting(frame) -> bool:
     looked through."""
     while frame is not None:
         where = frame.f_code.co_filename.replace("\\", "/")
-        if where.endswith("asrtrain/distributed/launch.py"):  # the learner's entry: nothing waited
+        if where.endswith("asrtrain/distributed/runtime/launch.py"):  # the learner's entry: nothing waited
             return False
         if any(w in where for w in WAITING_IN):
             return True
@@ -71,13 +71,13 @@ def waiting(frame) -> bool:
     return False
 
 
-def mine(main_ident: Optional[int]) -> Progress:
+def mine(main_ident: Optional[int]) -> Beacon:
     """This learner's progress and whether its main thread waits in communication."""
     frame = sys._current_frames().get(main_ident) if main_ident is not None else None
-    return Progress(_state["count"], _state["wall"], waiting(frame))
+    return Beacon(_state["count"], _state["wall"], waiting(frame))
 
 
-def find_hung(progress: Dict[int, Progress], now: float, hang_after: float) -> Optional[int]:
+def find_hung(progress: Dict[int, Beacon], now: float, hang_after: float) -> Optional[int]:
     """The rank to blame when some learner made no progress for ``hang_after`` seconds, else None."""
     stalled = {r: p for r, p in progress.items() if p.count > 0 and now - p.wall > hang_after}
     if not stalled:

@@ -1,9 +1,9 @@
 """ADPSGD (groups of one) and H-ADPSGD (groups of M) as an event-driven model of one epoch.
 
 The rules it keeps (what waits for what, passive contention, NIC queueing, exchanges and collectives on
-shared cores) are listed in :mod:`asrtrain.distributed.simulate`'s docstring, beside SSGD's; the inputs and
-cost formulas are in :mod:`asrtrain.distributed.simmodel`, and the engine (processes, signals,
-processor-shared cores) is :mod:`asrtrain.distributed.simengine`.
+shared cores) are listed in :mod:`asrtrain.simulate.epoch`'s docstring, beside SSGD's; the inputs and
+cost formulas are in :mod:`asrtrain.simulate.model`, and the engine (processes, signals,
+processor-shared cores) is :mod:`asrtrain.simulate.engine`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import math
 import random
 from typing import List
 
-from asrtrain.distributed.simengine import Cpu, Engine, Signal, shared_step
-from asrtrain.distributed.simmodel import (Cluster, Plan, StepTimes, Workload, broadcast_s,
+from asrtrain.simulate.engine import Cpu, Engine, Signal, shared_step
+from asrtrain.simulate.model import (Cluster, Plan, StepTimes, Workload, broadcast_s,
                                            collective_share, ring_allreduce_s, scalar_allreduce_s)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from asrtrain.config import Config
-from asrtrain.configfile import coerce_value, field_type
-from asrtrain.yamlio import parse_override, read_yaml
+from asrtrain.config.file import coerce_value, field_type
+from asrtrain.config.yamlio import parse_override, read_yaml
 from asrtrain.errors import AsrError
 
 

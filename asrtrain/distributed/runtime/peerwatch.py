@@ -7,7 +7,7 @@ interrupted); a learner whose heartbeat goes on while its training makes no prog
 seconds is named as hung. A job suspended whole (Ctrl-Z, SIGSTOP, Slurm's ``scontrol suspend``) restarts
 both clocks when it resumes. The first explanation of a failure is kept in the store (the *verdict*), so
 the parent that spawned the learners names the real culprit rather than the first messenger to exit.
-:mod:`asrtrain.distributed.launch` starts one watch per learner.
+:mod:`asrtrain.distributed.runtime.launch` starts one watch per learner.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ class PeerWatch:
         os._exit(1)
 
     def _run(self) -> None:
-        from asrtrain.distributed.progress import Progress, find_hung, mine, note_progress
+        from asrtrain.distributed.runtime.beacon import Beacon, find_hung, mine, note_progress
 
         count = 0
         others = [r for r in range(self.world_size) if r != self.rank]
@@ -181,7 +181,7 @@ class PeerWatch:
                                   "(killed or hung)")
                     return
             if self.hang_after > 0 and now - resumed > 4 * self.period:  # peers resume and report too
-                progress = {r: p for r, v in zip(others, values) if (p := Progress.decode(v)) is not None}
+                progress = {r: p for r, v in zip(others, values) if (p := Beacon.decode(v)) is not None}
                 progress[self.rank] = me
                 hung = find_hung(progress, time.time(), self.hang_after)
                 if hung is not None:

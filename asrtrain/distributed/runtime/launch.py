@@ -47,7 +47,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 
-from asrtrain.distributed.peerwatch import PeerWatch, get_verdict, set_verdict
+from asrtrain.distributed.runtime.peerwatch import PeerWatch, get_verdict, set_verdict
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
         device: ``auto | cpu | cuda | cuda:N`` (:mod:`asrtrain.device`): each learner binds its device before
             it creates any process group.
         hang_after: name a learner whose main thread made no progress for this many seconds while its
-            heartbeat went on (:mod:`asrtrain.distributed.progress`); 0 = off.
+            heartbeat went on (:mod:`asrtrain.distributed.runtime.beacon`); 0 = off.
 
     Raises:
         AsrError: one line naming the first learner that died or failed.

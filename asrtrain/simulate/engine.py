@@ -1,4 +1,4 @@
-"""The simulator's machinery (:mod:`asrtrain.distributed.simulate`): a tiny discrete-event engine and
+"""The simulator's machinery (:mod:`asrtrain.simulate.epoch`): a tiny discrete-event engine and
 processor sharing of a node's cores.
 
 - :class:`Engine` runs processes: generators that yield a delay in seconds or a :class:`Signal` to

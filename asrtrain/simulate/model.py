@@ -1,6 +1,6 @@
 """The epoch simulator's inputs and cost formulas: the workload, the cluster, a plan, collective costs and
-per-rank step-time draws. :mod:`asrtrain.distributed.simulate` runs an epoch from them (and documents the
-overlap rules); :mod:`asrtrain.distributed.simgossip` is its ADPSGD / H-ADPSGD event model.
+per-rank step-time draws. :mod:`asrtrain.simulate.epoch` runs an epoch from them (and documents the
+overlap rules); :mod:`asrtrain.simulate.gossip` is its ADPSGD / H-ADPSGD event model.
 
 **Inputs.**
 
@@ -46,7 +46,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from asrtrain.distributed.simengine import oversub_cost
+from asrtrain.simulate.engine import oversub_cost
 
 STRATEGIES = ("single", "ssgd", "adpsgd", "h-adpsgd")
 
