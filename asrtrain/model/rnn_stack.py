@@ -142,10 +142,9 @@ def run_stack(layers, dropout: nn.Module, h: torch.Tensor, lengths: torch.Tensor
     dtype = rnn_cast(h, bf16)
     cpu_lengths = lengths.cpu()
     hand = dtype is not None
-    with torch.autocast("cuda", enabled=False) if hand else contextlib.nullcontext(), warnings.catch_warnings():
-        # one direction's weights (padded) or weights cast by hand are not cuDNN's flat buffer: torch
-        # copies them into one per call and warns about it every time; that copy is part of what is timed
-        warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous")
+    if h.is_cuda and (layout == "padded" or dtype == torch.bfloat16):
+        _quiet_weight_copy_warning()
+    with torch.autocast("cuda", enabled=False) if hand else contextlib.nullcontext():
         if hand:
             h = h.to(dtype)
         middle = None
@@ -169,6 +168,15 @@ def run_stack(layers, dropout: nn.Module, h: torch.Tensor, lengths: torch.Tensor
                     h = blstm_packed(layer, h, cpu_lengths, dtype)
                 h = dropout(h)
     return h, middle
+
+
+@functools.lru_cache(maxsize=None)
+def _quiet_weight_copy_warning() -> None:
+    """One direction's weights (``padded``) or weights cast by hand (``model.rnn_bf16``) are not cuDNN's
+    flat buffer: torch copies them into one on every call and warns each time; the copy is known and part
+    of what the profile times. The filter is installed once, the first time such a path runs on CUDA, and
+    matches only that message."""
+    warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous")
 
 
 def padded_path_on_cpu(x: torch.Tensor) -> bool:
