@@ -100,8 +100,9 @@ def blstm_packed(layer: nn.LSTM, x: torch.Tensor, cpu_lengths: torch.Tensor,
 
 def blstm_packed_data(layer: nn.LSTM, packed: PackedSequence, dtype: Optional[torch.dtype] = None
                       ) -> PackedSequence:
-    """One bidirectional ``layer`` over an already packed batch -> the packed output (same batch sizes)."""
-    if dtype is None:
+    """One bidirectional ``layer`` over an already packed batch -> the packed output (same batch sizes).
+    The module itself runs it (its flat cuDNN buffer, its hooks) unless ``dtype`` differs from its weights'."""
+    if dtype is None or dtype == layer.weight_ih_l0.dtype:
         return layer(packed)[0]
     n = int(packed.batch_sizes[0])
     data = packed.data

@@ -154,19 +154,23 @@ def test_half_precision_layouts_stay_near_fp32_on_cuda(layout, precision):
 
 @pytest.mark.parametrize("proj", [0, 4])
 def test_the_hand_cast_calls_equal_the_module_call(proj):
-    """The functional calls ``model.rnn_bf16`` makes (weights cast, torch.lstm over the packed data or
-    one direction at a time) equal nn.LSTM's own call; here cast to the dtype they have (float64), which
-    the CPU can check: the bf16 cast itself happens only on CUDA."""
+    """The functional calls ``model.rnn_bf16`` makes (weights cast, torch.lstm over the packed data, or one
+    direction at a time) equal nn.LSTM's own call. A float32 layer cast by hand to float64 (exact) stands in
+    for the bf16 cast, which only CUDA runs."""
+    import copy
     from torch.nn.utils.rnn import pack_padded_sequence
     from asrtrain.model.rnn_stack import blstm_packed_data, blstm_padded
     torch.manual_seed(3)
-    layer = torch.nn.LSTM(5, 6, batch_first=True, bidirectional=True, proj_size=proj).double()
+    layer = torch.nn.LSTM(5, 6, batch_first=True, bidirectional=True, proj_size=proj)
+    wide = copy.deepcopy(layer).double()
     x, lengths, _ = _batch(torch.float64)
     packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    ref = layer(packed)[0]
+    ref = wide(packed)[0]
     got = blstm_packed_data(layer, packed, torch.float64)
     torch.testing.assert_close(got.data, ref.data, rtol=0, atol=1e-12)
     assert torch.equal(got.batch_sizes, ref.batch_sizes) and torch.equal(got.sorted_indices, ref.sorted_indices)
+    got.data.sum().backward()
+    assert layer.weight_hh_l0_reverse.grad is not None and layer.weight_hh_l0_reverse.grad.dtype == torch.float32
     valid = (torch.arange(11).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
     torch.testing.assert_close(blstm_padded(layer, x, lengths, dtype=torch.float64) * valid,
-                               blstm_padded(layer, x, lengths) * valid, rtol=0, atol=0)
+                               blstm_padded(wide, x, lengths) * valid, rtol=0, atol=1e-12)
