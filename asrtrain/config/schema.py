@@ -112,6 +112,17 @@ class ModelConfig:
     # second striding time by model.subsample; asrtrain/model/frontend.py). conv needs model.stack 1.
     frontend: str = "stack"
     conv_channels: int = 32
+    # How the LSTM stack is laid out for torch's kernels (asrtrain/model/rnn_stack.py), the same computation
+    # in each: auto (packed_per_layer on CUDA, padded on the CPU) | packed_per_layer (sort, pack and unpack
+    # in every layer) | packed_once (pack once for the stack, dropout on the packed data) | padded (one
+    # direction at a time over the padded batch, reversed within each length: oneDNN's fused RNN on the
+    # CPU, and on CUDA the shape cuDNN's persistent fp16 kernel needs). Not a model property: a checkpoint
+    # trained with one layout loads and runs with any other.
+    rnn_layout: str = "auto"
+    # Under train.precision=bf16 on CUDA the LSTMs run outside autocast in fp32 (autocast would run them in
+    # fp16, unscaled); true casts them to bf16 by hand instead, where the installed cuDNN takes bf16 LSTMs
+    # (checked at run time: its version and a tiny bf16 LSTM; refused with the reason otherwise).
+    rnn_bf16: bool = False
 
     def validate(self) -> None:
         _choice("model.loss", self.loss, ("ctc", "ce"))
@@ -124,6 +135,8 @@ class ModelConfig:
             raise AsrError(f"model.inter_ctc = {self.inter_ctc} needs model.loss ctc, at least 2 layers and "
                            "a weight below 1")
         _choice("model.frontend", self.frontend, ("stack", "conv"))
+        from asrtrain.model.rnn_stack import RNN_LAYOUTS
+        _choice("model.rnn_layout", self.rnn_layout, RNN_LAYOUTS)
         if self.frontend == "conv" and (self.stack != 1 or self.conv_channels < 1):
             raise AsrError(f"model.frontend conv subsamples by model.subsample itself: it needs "
                            f"model.stack 1 (it is {self.stack}) and model.conv_channels >= 1 "

@@ -37,7 +37,7 @@ from torch's seeded PRNG (reproducible and resumable, not a cryptographic source
 Per-example gradients: one forward/backward per utterance of the batch ("microbatches of 1"). It works
 with the packed-sequence cuDNN/MKL BLSTM unchanged; torch.func's vmap has no batching rule for
 ``aten::lstm`` with packed variable-length input, and opacus' DPLSTM replaces the fused LSTM by a
-Python loop over time steps. Cost: see the README row (measured against a normal step).
+Python loop over time steps. Cost: docs/results/dp-periodic.md (measured against a normal step).
 """
 
 from __future__ import annotations

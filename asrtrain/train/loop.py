@@ -32,6 +32,7 @@ from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.runtime.beacon import note_progress
 from asrtrain.errors import AsrError
 from asrtrain.model.blstm import build_model
+from asrtrain.model.rnn_stack import check_rnn_bf16
 from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.batching import BatchSource, BatchSpec, batch_source, oversized
 from asrtrain.features.dataset import AsrDataset, Batch, prefetch
@@ -250,6 +251,7 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     cfg = job.cfg
     device = resolve_device(cfg.train.device)
     check_precision(cfg.train.precision, device)
+    check_rnn_bf16(cfg.model.rnn_bf16, cfg.train.precision, device)
     seed_everything(cfg.train.seed)  # same initial weights on every learner ...
     tokenizer = None
     if cfg.model.loss == "ctc":

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from sphere_fixture import tone, write_sphere
+from tests.helpers.sphere_fixture import tone, write_sphere
 
 # (AN4 file name, transcript) as CMU writes them; the last test speaker has audio but no transcript
 TRAIN = [("an251-fash-b", "YES"), ("cen1-fash-b", "ONE TWO"), ("an60-mblb-b", "GO"),

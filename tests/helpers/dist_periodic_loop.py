@@ -11,7 +11,7 @@ from typing import List, Optional
 
 import torch
 
-import dist_toyloop as toyloop
+from tests.helpers import dist_toyloop as toyloop
 from asrtrain.config import DistConfig, DPConfig
 from asrtrain.distributed.factory import make_strategy
 

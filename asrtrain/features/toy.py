@@ -1,4 +1,6 @@
-"""A tiny learnable feature dir without audio: each word is a fixed random pattern of frames."""
+"""A tiny learnable feature dir without audio, for tests and benchmarks: each word is a fixed random pattern
+of frames (``(6 + len(word), dim)``) between noise gaps, written as a complete feature dir (feats.scp/ark,
+text, utt2spk, spk2utt, utt2num_frames, global CMVN stats, features.yaml, feat_dim)."""
 
 from pathlib import Path
 
@@ -9,6 +11,9 @@ WORDS = "one two three four five six seven eight nine ten red blue green go stop
 
 
 def make_feat_dir(root: Path, n_utts: int = 40, dim: int = 13, seed: int = 0, words=WORDS) -> Path:
+    """Write ``n_utts`` utterances of 2-5 words (4 speakers) under ``root``; the patterns are the same in
+    every dir made here (only ``seed`` changes which words are said), so a model trained on one dir
+    recognises another. Returns ``root``."""
     import kaldiio
 
     from asrtrain.config import FeatureConfig
@@ -51,19 +56,3 @@ def make_feat_dir(root: Path, n_utts: int = 40, dim: int = 13, seed: int = 0, wo
     (root / "features.yaml").write_text(yaml.safe_dump(cfg))
     (root / "feat_dim").write_text(f"{dim}\n")
     return root
-
-
-def make_task(root: Path, n_train: int, n_dev: int):
-    """A train and a dev feature dir of this task under ``root``, and a word tokenizer of the training
-    text: ``(train_dir, dev_dir, tokenizer.model)``."""
-    from click.testing import CliRunner
-
-    from asrtrain.cli import cli
-
-    root = Path(root)
-    train = make_feat_dir(root / "train", n_train)
-    dev = make_feat_dir(root / "dev", n_dev, seed=1)
-    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(train / "text"), "--out", str(root / "tok"),
-                                 "--model-type", "word", "--vocab-size", "30"])
-    assert r.exit_code == 0, r.output
-    return train, dev, root / "tok" / "tokenizer.model"

@@ -97,14 +97,11 @@ def test_a_conv_model_fits_a_fixed_batch():
 def test_a_conv_model_trains_and_decodes_through_the_cli(tmp_path):
     """`--set model.frontend=conv --set model.stack=1` through `asrtrain train` and `decode` (the saved
     config rebuilds the front-end); with stacking left on, one line names the fix."""
-    import sys
-    from pathlib import Path
 
     from click.testing import CliRunner
 
     from asrtrain.cli import cli
-    sys.path.insert(0, str(Path(__file__).parent))
-    from featfix import make_task
+    from tests.helpers.featfix import make_task
     tr, dev, tok = make_task(tmp_path / "feats", 16, 4)
     args = ["train", "--train-data", str(tr), "--dev-data", str(dev), "--tokenizer", str(tok), "--set",
             "model.num_layers=1", "--set", "model.hidden=8", "--set", "model.subsample=2", "--set",

@@ -11,11 +11,7 @@ from asrtrain.features.dataset import Batch
 from asrtrain.model.attention import AttentionDecoder
 from asrtrain.model.blstm import build_model
 from asrtrain.train.loop import compute_loss
-
-
-def small(att_weight=0.4, **kw):
-    return ModelConfig(input_dim=4, num_targets=6, hidden=8, num_layers=2, stack=1, subsample=1, dropout=0.0,
-                       att_weight=att_weight, att_dim=8, **kw)
+from tests.helpers.attention_model import small, two_orders_model
 
 
 def test_without_att_weight_the_model_has_no_decoder():
@@ -89,22 +85,6 @@ def test_joint_loss_mixes_the_ce_in_training_only_and_reaches_every_parameter():
     assert all(p.grad is not None and not bool(p.grad.any()) for p in model.parameters())
 
 
-def two_orders_model():
-    """A joint model after 80 Adam steps on the CE of two utterances whose pieces run in opposite orders
-    (1..5 and 5..1), in eval mode: ``(model, feats, lens, targets, tlens)``."""
-    torch.manual_seed(4)
-    model = build_model(small()).train()
-    feats, lens = torch.randn(2, 12, 4), torch.tensor([12, 12])
-    targets, tlens = torch.tensor([[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]]), torch.tensor([5, 5])
-    opt = torch.optim.Adam(model.parameters(), lr=0.02)
-    for _ in range(80):
-        _, _, ce = model(feats, lens, att=(targets, tlens))
-        opt.zero_grad()
-        ce.backward()
-        opt.step()
-    return model.eval(), feats, lens, targets, tlens
-
-
 def test_the_decoder_learns_to_predict_the_pieces_from_the_encoder():
     """The CE per piece of :func:`two_orders_model` must fall far below chance (log 6 = 1.79), and
     swapping the two utterances' features must make it much worse: which sequence to start comes only
@@ -128,14 +108,11 @@ def test_joint_training_runs_resumes_and_decodes_through_the_cli(tmp_path):
     """`asrtrain train --set model.att_weight=0.3`: the checkpoints hold the decoder, the final model is
     averaged with it, a resumed run ends where an uninterrupted one does, and `asrtrain decode` runs
     the CTC branch of the joint model."""
-    import sys
-    from pathlib import Path
 
     from click.testing import CliRunner
 
     from asrtrain.cli import cli
-    sys.path.insert(0, str(Path(__file__).parent))
-    from featfix import make_task
+    from tests.helpers.featfix import make_task
     tr, dev, tok = make_task(tmp_path / "feats", 24, 6)
 
     def train(exp, *extra):

@@ -10,9 +10,9 @@ from typing import Callable, Dict, Union
 import numpy as np
 import soundfile as sf
 
-from cli_helpers import run
-from featfix import make_feat_dir
-from sphere_fixture import make_data_dir
+from tests.helpers.cli_helpers import run
+from tests.helpers.featfix import make_feat_dir
+from tests.helpers.sphere_fixture import make_data_dir
 
 UTTS = ["spk0-utt0", "spk0-utt2", "spk1-utt1", "spk1-utt3"]  # make_data_dir's ids, sorted
 TINY = ["model.num_layers=1", "model.hidden=8", "model.subsample=2", "train.max_frames=1500",
