@@ -526,6 +526,8 @@ def head_pipe(path: Path) -> str:
 
 
 case("limits-wav-pipe-truncated", {"data/wav.scp": head_pipe}, F, ("wav.scp:2: ", "pipe output is truncated"))
+case("limits-resume-without-config", {"e/checkpoints/epoch1.pt": "x", "e/checkpoints/latest": "epoch1.pt"},
+     T + " --resume --set train.lr=0.5", "config.yaml: --resume: the run's config.yaml is missing")
 WORDS = " ".join(f"w{i % 50}" for i in range(5000))
 case("limits-score-long-utterance", {"r.txt": f"u1 {WORDS}\n", "h.txt": f"u1 {WORDS} x\n"},
      "score {tmp}/r.txt {tmp}/h.txt", "alignment table of 25,005,000 cells")
