@@ -269,6 +269,36 @@ def test_full_config(text, overrides):
             one_line(err)
         else:
             assert cfg.features.num_mel_bins >= 3 and cfg.features.frame_shift > 0 and cfg.dist.timeout_s > 0
+            from asrtrain.limits import MAX_BEAM, MAX_HIDDEN
+            assert cfg.model.hidden <= MAX_HIDDEN and cfg.decode.beam_size <= MAX_BEAM
+
+
+SIZE_KEYS = ["model.hidden", "model.num_layers", "model.proj", "model.att_dim", "model.stack", "model.subsample",
+             "model.conv_channels", "tokenizer.vocab_size", "decode.beam_size", "decode.batch_frames",
+             "train.max_frames", "train.max_utts", "train.threads", "dp.clip", "dp.noise_multiplier"]
+SIZES = st.sampled_from(["100000", "1e9", "1000000000000", ".inf", ".nan", "-1", "0", "8192", "8193", "64",
+                         "65", "4096", "1e308", "99999999999999999999"]) | st.integers(-10, 10 ** 12).map(str)
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(SIZE_KEYS), SIZES), min_size=1, max_size=4),
+       st.sampled_from(["", "&a ", "*a", "!!binary x"]))
+def test_sizes_are_bounded_before_anything_is_built(sets, yaml_prefix):
+    """Issue 57: an absurd size is refused by the config's validation (one line naming the key), so
+    nothing is allocated for it; an anchor or alias in a config file is refused where it is composed."""
+    from asrtrain.config.file import load_config
+    from asrtrain.limits import MAX_PARAMS, estimated_params
+    with tempfile.TemporaryDirectory() as d:
+        path = write(Path(d), "c.yaml", f"train:\n  lr: {yaml_prefix}0.1\n".encode("utf-8"))
+        try:
+            cfg = load_config(path, [f"{k}={v}" for k, v in sets])
+        except AsrError as err:
+            one_line(err)
+            return
+    assert yaml_prefix == "", "an anchor or alias was accepted"
+    m = cfg.model
+    assert estimated_params(m.input_dim, m.num_targets, m.stack, m.num_layers, m.hidden, m.proj, 0) <= MAX_PARAMS
+    assert all(math.isfinite(v) for v in (cfg.dp.clip, cfg.dp.noise_multiplier))
 
 
 @FUZZ
