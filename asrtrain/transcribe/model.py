@@ -57,7 +57,13 @@ class Transcriber:
         from asrtrain.features.cmvn import read_stats
         from asrtrain.text.tokenizer import Tokenizer
 
+        from asrtrain.transcribe.pack import verify
+
         model = Path(model)
+        verify(model)
+        if lm is None and (model / "lm.arpa").is_file():
+            lm = model / "lm.arpa"
+            params = params or ((model / "params.yaml") if (model / "params.yaml").is_file() else None)
         cfg, net = load_model(model, checkpoint, device)
         if cfg.model.loss != "ctc":
             raise AsrError("this model was trained with CE targets; transcribe needs a CTC model", model)

@@ -1,43 +1,12 @@
 """Transcribe raw audio: segmenter, audio in (rates, channels, bad files), Transcriber from Python, CLI."""
 
 import json
-from dataclasses import replace
 
 import numpy as np
-import pytest
 import soundfile as sf
 
-from asrtrain.config import Config, FeatureConfig, ModelConfig, TokenizerConfig
 from asrtrain.transcribe.segment import cut_points
 
-
-@pytest.fixture(scope="module")
-def exp(tmp_path_factory):
-    """A tiny untrained exp dir (per-utterance CMVN, as a speaker-CMVN model transcribes)."""
-    import torch
-    from asrtrain.configfile import save_config
-    from asrtrain.model.blstm import build_model
-    from asrtrain.model.files import save_checked
-    from asrtrain.text.tokenizer import Tokenizer, train_tokenizer
-
-    root = tmp_path_factory.mktemp("exp")
-    (root / "text").write_text("u1 yes no\nu2 one two three\nu3 go stop\n")
-    tok = Tokenizer(train_tokenizer(root / "text", root / "tok", TokenizerConfig(model_type="char", vocab_size=20)))
-    cfg = Config()
-    cfg = replace(cfg, features=replace(cfg.features, num_mel_bins=23, cmvn="speaker"),
-                  model=replace(cfg.model, input_dim=23, num_targets=tok.vocab_size, num_layers=1, hidden=8))
-    save_config(cfg, root / "config.yaml")
-    (root / "tokenizer.model").write_bytes((root / "tok" / "tokenizer.model").read_bytes())
-    torch.manual_seed(0)
-    save_checked({"model": build_model(cfg.model).state_dict()}, root / "final.pt")
-    return root
-
-
-def speechy(seconds, rate, seed=0):
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * rate)) / rate
-    return (0.3 * np.sin(2 * np.pi * 440 * t) * (np.sin(2 * np.pi * 0.7 * t) > 0)
-            + 0.01 * rng.standard_normal(len(t))).astype(np.float32)
 
 
 def test_ten_minutes_are_cut_into_bounded_segments_that_tile_it_at_the_silences():
@@ -51,7 +20,7 @@ def test_ten_minutes_are_cut_into_bounded_segments_that_tile_it_at_the_silences(
     assert all(wave[hi] == 0 for _, hi in cuts[:-1])  # every cut inside a silence, never in a word
 
 
-def test_transcriber_from_python_same_text_from_a_file_and_from_samples(exp, tmp_path):
+def test_transcriber_from_python_same_text_from_a_file_and_from_samples(exp, tmp_path, speechy):
     import asrtrain
     tr = asrtrain.Transcriber.load(exp)
     wave = speechy(2.0, 16000)
@@ -66,7 +35,7 @@ def test_transcriber_from_python_same_text_from_a_file_and_from_samples(exp, tmp
     assert a.text == tr.tok.decode(greedy(lp)[0])
 
 
-def test_8khz_stereo_is_mixed_and_resampled_to_the_model_rate(exp, tmp_path, caplog):
+def test_8khz_stereo_is_mixed_and_resampled_to_the_model_rate(exp, tmp_path, caplog, speechy):
     from asrtrain.transcribe.audio_in import to_model_input
     st = np.stack([speechy(1.0, 8000), speechy(1.0, 8000, 1)], axis=1)
     wave, done = to_model_input(st, 8000, 16000)
@@ -78,7 +47,7 @@ def test_8khz_stereo_is_mixed_and_resampled_to_the_model_rate(exp, tmp_path, cap
     assert isinstance(asrtrain.Transcriber.load(exp).transcribe(str(tmp_path / "s.wav")).text, str)
 
 
-def test_long_audio_is_transcribed_in_segments_with_times_from_the_file_start(exp):
+def test_long_audio_is_transcribed_in_segments_with_times_from_the_file_start(exp, speechy):
     import asrtrain
     tr = asrtrain.Transcriber.load(exp, max_segment_s=2.0)
     res = tr.transcribe(speechy(7.0, 16000), sample_rate=16000)
@@ -86,7 +55,7 @@ def test_long_audio_is_transcribed_in_segments_with_times_from_the_file_start(ex
     assert all(w.end <= 7.1 for w in res.words)
 
 
-def test_cli_bad_files_get_one_line_each_and_the_good_ones_are_transcribed(exp, tmp_path, caplog):
+def test_cli_bad_files_get_one_line_each_and_the_good_ones_are_transcribed(exp, tmp_path, caplog, speechy):
     from cli_helpers import run
     good = tmp_path / "good.wav"
     sf.write(good, speechy(1.0, 16000), 16000)
@@ -109,7 +78,7 @@ def test_cli_bad_files_get_one_line_each_and_the_good_ones_are_transcribed(exp, 
     assert [r["utt"] for r in rows] == ["good"] and "words" in rows[0]
 
 
-def test_cli_text_lines_from_a_wav_scp_with_a_pipe(exp, tmp_path):
+def test_cli_text_lines_from_a_wav_scp_with_a_pipe(exp, tmp_path, speechy):
     from cli_helpers import run
     sf.write(tmp_path / "a.wav", speechy(1.0, 16000), 16000)
     (tmp_path / "wav.scp").write_text(f"u1 {tmp_path / 'a.wav'}\nu2 cat {tmp_path / 'a.wav'} |\n")
