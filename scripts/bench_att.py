@@ -50,7 +50,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
-    from asrtrain.configfile import load_config
+    from asrtrain.config.file import load_config
     from asrtrain.model.blstm import build_model
 
     torch.set_num_threads(args.threads)

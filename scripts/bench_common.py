@@ -40,7 +40,7 @@ def synth_corpus(work: Path, hours: float, dev_utts: int, test_utts: int, tok_ty
                  ) -> Corpus:
     """Synthesise, featurise and tokenize once; later calls with the same sizes reuse ``work/synth_*``."""
     from asrtrain.config import FeatureConfig, TokenizerConfig
-    from asrtrain.configfile import load_section
+    from asrtrain.config.file import load_section
     from asrtrain.corpora.synth.prepare import prepare_synth
     from asrtrain.features.archive import compute_features
     from asrtrain.text.tokenizer import train_tokenizer
@@ -201,7 +201,8 @@ def averaged_dev_curve(run: Run, corpus: Corpus, last_only: bool = False) -> Lis
     from asrtrain.text.tokenizer import Tokenizer
     from asrtrain.train import checkpoint as ckpt
     from asrtrain.features.dataset import AsrDataset
-    from asrtrain.train.loop import Learner, compute_validation_loss
+    from asrtrain.train.loop import compute_validation_loss
+    from asrtrain.train.state import Learner
 
     rows = []
     with output_to(run.exp.parent.parent / "learners.log"):

@@ -55,7 +55,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from asrtrain.config import Config
-    from asrtrain.configfile import load_config
+    from asrtrain.config.file import load_config
     from asrtrain.model.blstm import blstm_packed, blstm_padded, build_model
     from dataclasses import replace
 

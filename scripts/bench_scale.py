@@ -2,7 +2,7 @@
 """Calibrate the epoch simulator (``asrtrain simulate``) both ways (issue 13).
 
 1. **published**: the published H-ADPSGD system from its stated hardware
-   (:func:`asrtrain.distributed.simreport.published_v100`: the one-V100 step time derived from 40 x 5.2 h =
+   (:func:`asrtrain.simulate.report.published_v100`: the one-V100 step time derived from 40 x 5.2 h =
    208 h for 16 epochs of SWB-2000 in batches of 128 21-frame chunks, 8 GPUs per node on 100 GB/s links,
    100 Gb/s between nodes). Predicts the 64-GPU speed-up and time, and the 32-GPU time, beside the
    published 40x, 5.2 h and 11.5 h, then moves one assumption at a time to show which moves the figure.
@@ -53,9 +53,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_common import Run, markdown_table, synth_corpus, train  # noqa: E402
 from scale_probes import measure_gloo, measure_oversub  # noqa: E402
 
-from asrtrain.distributed import simreport as sr  # noqa: E402
-from asrtrain.distributed.simmodel import Cluster, Link, Plan, Workload  # noqa: E402
-from asrtrain.distributed.simulate import simulate_epoch  # noqa: E402
+from asrtrain.simulate import report as sr  # noqa: E402
+from asrtrain.simulate.model import Cluster, Link, Plan, Workload  # noqa: E402
+from asrtrain.simulate.epoch import simulate_epoch  # noqa: E402
 
 
 # -- 1. the published system ------------------------------------------------------------------------
@@ -63,7 +63,7 @@ from asrtrain.distributed.simulate import simulate_epoch  # noqa: E402
 def part_published(out: dict) -> None:
     w, c = sr.published_v100()
     pub = sr.PUBLISHED
-    print("== published system (predictions of the model; assumptions in asrtrain/distributed/simreport.py)")
+    print("== published system (predictions of the model; assumptions in asrtrain/simulate/report.py)")
     print(f"one V100: {w.step_s:.4f} s per batch of 128 x 21 frames, {w.batches} batches per epoch, "
           f"{w.step_s * w.batches * 16 / 3600:.0f} h for 16 epochs; model {w.params / 1e6:.1f} M params "
           f"({w.model_bytes / 1e6:.0f} MB)")
@@ -165,7 +165,7 @@ def threads_step(runs: list, cores: int, oversub: float, wall: float, epochs: in
     CPU (``step_s``) and the other threads' (``side_s``), medians over the runs of the two ranks' means, and
     a wait off the cores (``wait_s``) that makes the model's step the calibrated ``wall`` (SSGD's holds waits
     of its collectives this reading has no other place for; 0 when the two jobs fill it)."""
-    from asrtrain.distributed.simengine import step_walls
+    from asrtrain.simulate.engine import step_walls
     per = [[cpu_per_step(run, r, epochs) for r in range(2)] for run in runs]
     main = statistics.median(statistics.mean(m for m, _ in p) for p in per)
     side = statistics.median(statistics.mean(o for _, o in p) for p in per)
@@ -197,7 +197,7 @@ def model_params(run) -> int:
 def sync_step_s(run, n: int, epochs: int, link: Link, params: int, cores: int) -> float:
     """Seconds of one step of a synchronous run (ssgd) without the model's communication: its epoch over
     its steps, less the count and gradient all-reduces the model charges (on ``cores`` shared cores)."""
-    from asrtrain.distributed.simmodel import collective_share, ring_allreduce_s, scalar_allreduce_s
+    from asrtrain.simulate.model import collective_share, ring_allreduce_s, scalar_allreduce_s
     per_step = run.history()[-1]["seconds"] / (run.steps(0) / epochs)
     share = collective_share(list(range(n)), Cluster(link, link, n, cores_per_node=cores))
     return per_step - (scalar_allreduce_s(n, link) + ring_allreduce_s(n, 4 * params, link)) * share

@@ -9,7 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from asrtrain.distributed.simmodel import Link
+from asrtrain.simulate.model import Link
 
 
 def _pingpong(rank: int, world: int, port: int, nbytes: int, q) -> None:
@@ -116,12 +116,12 @@ def measure_oversub(work: Path, corpus, sets: list, cores: int, seconds: float =
     from the timed runs: N = k, 2k and 4k processes (one torch thread each) run the runs' own training
     step (:func:`_oversub_worker`) at once for ``seconds``; the time per step of N processes over N / k
     times that of k is the slow-down the model reads as ``1 + c (N / k - 1)``
-    (:func:`asrtrain.distributed.simengine.fit_overhead`). With ``sync`` the processes meet at a barrier
+    (:func:`asrtrain.simulate.engine.fit_overhead`). With ``sync`` the processes meet at a barrier
     after every step (no communication otherwise), so each step costs its slowest process: what the
     scheduler's imbalance on oversubscribed cores costs learners that wait for each other, which a
     free-running probe averages away. Nothing else may run."""
     import torch.multiprocessing as mp
-    from asrtrain.distributed.simengine import fit_overhead
+    from asrtrain.simulate.engine import fit_overhead
     ctx = mp.get_context("spawn")
     per_step = {}
     for n in (cores, 2 * cores, 4 * cores):

@@ -9,7 +9,7 @@ from typing import Optional
 import click
 
 from asrtrain.decode.options import DEFAULT_THREADS
-from asrtrain.decode.tune import NBEST
+from asrtrain.decode.options import NBEST
 
 
 @click.command()

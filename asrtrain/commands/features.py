@@ -53,7 +53,7 @@ def features(data_dir: Path, out_dir: Path, nj: int, conf: Optional[Path], overr
              skip_bad: bool) -> None:
     """Compute fbank features of DATA_DIR into OUT_DIR (a complete data dir with feats.scp and CMVN)."""
     from asrtrain.config import FeatureConfig
-    from asrtrain.configfile import load_section
+    from asrtrain.config.file import load_section
     from asrtrain.errors import AsrError
     from asrtrain.features.archive import compute_features
     if nj < 1:

@@ -20,7 +20,7 @@ def lm() -> None:
 @click.option("--order", type=int, default=3, show_default=True, help="N-gram order.")
 def train_cmd(text_path: Path, out_dir: Path, order: int) -> None:
     """Train an interpolated modified Kneser-Ney n-gram LM (ARPA, readable by SRILM, KenLM, Kaldi)."""
-    from asrtrain.io import atomic_write_text
+    from asrtrain.atomic import atomic_write_text
     from asrtrain.lm.ngram import read_sentences, train_ngram
 
     out_dir.mkdir(parents=True, exist_ok=True)  # a bad --out fails before the counting, not after

@@ -1,6 +1,6 @@
 """``asrtrain simulate``: predicted epoch time and speed-up of ssgd / adpsgd / h-adpsgd on 1..N learners.
 
-Defaults are the published V100 cluster (:func:`asrtrain.distributed.simreport.published_v100`); every
+Defaults are the published V100 cluster (:func:`asrtrain.simulate.report.published_v100`); every
 option replaces one of its numbers. The figures are predictions of a model, not measurements.
 """
 
@@ -87,7 +87,7 @@ def _check_usage(over: dict, plot_path: Optional[Path]) -> None:
 
 
 def _plans(strategies: str, balance: str) -> list:
-    from asrtrain.distributed.simulate import parse_plan
+    from asrtrain.simulate.epoch import parse_plan
 
     plans = list({p.label: p for p in (parse_plan(s, balance) for s in strategies.split(",") if s.strip())}
                  .values())
@@ -155,9 +155,9 @@ def simulate(strategies: str, learners: str, max_learners: int, balance: str, pl
     BLSTM); every option replaces one of its numbers. Every figure is a prediction of a model, not a
     measurement. Rows print as they are simulated, seconds each (the default sweep takes minutes).
     """
-    from asrtrain.distributed import simreport as sr
-    from asrtrain.distributed.simmodel import Link
-    from asrtrain.distributed.simulate import check_plan, simulate_epoch, single_epoch_s
+    from asrtrain.simulate import report as sr
+    from asrtrain.simulate.model import Link
+    from asrtrain.simulate.epoch import check_plan, simulate_epoch, single_epoch_s
 
     _check_options(over, max_learners, epochs)
     _check_usage(over, plot_path)

@@ -80,7 +80,7 @@ def resolved_config_text(config, extra, sets, train_data, dev_data, tokenizer, a
     comment)."""
     import yaml
 
-    from asrtrain.configfile import to_dict
+    from asrtrain.config.file import to_dict
     from asrtrain.model.blstm import build_model
     from asrtrain.train.job import job_config
 

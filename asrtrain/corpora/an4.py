@@ -32,7 +32,7 @@ from asrtrain.data.audio import audio_duration
 from asrtrain.data.datadir import DataDir, write_datadir
 from asrtrain.data.table import iter_lines
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text
+from asrtrain.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]

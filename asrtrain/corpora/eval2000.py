@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 from asrtrain.corpora.ldc import Utterance, find_sph, wav_scp_entries, write_data_dir
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_open, atomic_write_text
+from asrtrain.atomic import atomic_open, atomic_write_text
 
 log = logging.getLogger(__name__)
 

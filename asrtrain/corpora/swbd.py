@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from asrtrain.corpora.ldc import (Utterance, find_sph, keep_first, keep_last, remove_dup_utts, with_audio,
                                   write_data_dir)
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text
+from asrtrain.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

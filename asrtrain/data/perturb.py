@@ -31,7 +31,7 @@ from asrtrain.data.audio import is_pipe
 from asrtrain.data.datadir import DataDir, PathLike, Segment, extra_kind, write_datadir
 from asrtrain.data.validate import validate
 from asrtrain.errors import AsrError
-from asrtrain.io import check_out_is_not_input
+from asrtrain.atomic import check_out_is_not_input
 
 log = logging.getLogger(__name__)
 

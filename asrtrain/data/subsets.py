@@ -15,7 +15,7 @@ from asrtrain.data.datadir import DESCRIPTIVE_FILES, DataDir, PathLike, write_da
 from asrtrain.data.table import read_table_lines
 from asrtrain.data.validate import validate
 from asrtrain.errors import AsrError
-from asrtrain.io import check_out_is_not_input
+from asrtrain.atomic import check_out_is_not_input
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Mapping, Tuple, Union
 
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_open
+from asrtrain.atomic import atomic_open
 
 
 def iter_lines(path: Union[str, Path]) -> Iterator[Tuple[int, str]]:

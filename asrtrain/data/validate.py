@@ -20,7 +20,7 @@ from asrtrain.data.datadir import (ALL_FILES, FIX, UTT_FILES, DataDir, PathLike,
                                    load_tables, read_datadir, write_datadir)
 from asrtrain.data.table import read_table_lines, spk2utt_from_utt2spk
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text
+from asrtrain.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from asrtrain.decode.tune import check_search
+from asrtrain.decode.options import check_search
 
 NEG_INF = -math.inf
 

@@ -33,7 +33,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from asrtrain.decode.ctc import NEG_INF, log_add
-from asrtrain.decode.tune import check_search
+from asrtrain.decode.options import check_search
 
 WORD_START = "\u2581"
 

@@ -20,6 +20,7 @@ from typing import Iterator, Optional
 from asrtrain.errors import AsrError
 
 DEFAULT_THREADS = 1
+NBEST = 10  # hypotheses kept for attention rescoring unless asked otherwise
 
 
 def check_decode_options(method: Optional[str], lm: Optional[Path], words: Optional[Path],
@@ -82,3 +83,16 @@ def torch_threads(threads: int) -> Iterator[int]:
         yield n
     finally:
         torch.set_num_threads(before)
+
+
+def check_search(beam: Optional[int] = None, lm_weight: Optional[float] = None,
+                 word_bonus: Optional[float] = None) -> None:
+    """Refuse a beam below 1 (the searches would find nothing, or never end) and a non-finite LM weight or
+    word bonus (every hypothesis would score NaN or infinity); None is not given. One line each, whether
+    the value came from an option, --params or the exp config's decode section."""
+    if beam is not None and (isinstance(beam, bool) or int(beam) != beam or beam < 1):
+        raise AsrError(f"beam size {beam} must be an integer >= 1", fix="pass --beam-size 1 or more, e.g. 8")
+    for what, option, value in (("LM weight", "--lm-weight", lm_weight),
+                                ("word bonus", "--word-bonus", word_bonus)):
+        if value is not None and not math.isfinite(value):
+            raise AsrError(f"{what} {value} is not finite", fix=f"give a finite {option}, e.g. {option} 1.0")

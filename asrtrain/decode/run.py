@@ -15,11 +15,11 @@ import numpy as np
 import torch
 
 from asrtrain.config import Config
-from asrtrain.configfile import load_config
-from asrtrain.decode.tune import NBEST, check_search
+from asrtrain.config.file import load_config
+from asrtrain.decode.options import NBEST, check_search
 from asrtrain.data.table import read_table, write_table
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text, check_out_is_not_input
+from asrtrain.atomic import atomic_write_text, check_out_is_not_input
 
 log = logging.getLogger("asrtrain.decode")
 
@@ -98,7 +98,7 @@ REFERENCES_LOST = "its text would replace the reference transcripts"
 
 def check_features(cfg: Config, data_dir: Path) -> None:
     """Refuse a feature dir computed with options other than the model's."""
-    from asrtrain.configfile import feature_differences
+    from asrtrain.config.file import feature_differences
     from asrtrain.features.reader import FeatureReader
 
     diff = feature_differences(FeatureReader(data_dir).config, cfg.features)
@@ -161,7 +161,7 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     (:mod:`asrtrain.decode.options`).
     """
     from asrtrain.decode.ctc import greedy, prefix_beam_search
-    from asrtrain.decode.ctm import ctm_lines, words_with_times
+    from asrtrain.decode.word_times import ctm_lines, words_with_times
     from asrtrain.decode.options import check_beam_applies, check_decode_options, check_oov_penalty
     from asrtrain.text.tokenizer import Tokenizer
 

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text
+from asrtrain.atomic import atomic_write_text
+from asrtrain.decode.options import NBEST, check_oov_penalty, check_search
 
 log = logging.getLogger("asrtrain.decode")
 
 PARAMS_KEYS = ("lm_weight", "word_bonus", "beam_size")
-NBEST = 10  # hypotheses kept for attention rescoring unless asked otherwise
 RESCORE_KEYS = {"att_rescore": 0.0, "nbest": NBEST}  # optional in best.yaml (absent before rescoring existed)
 CLOSED = "closed"  # the oov_penalty of the closed-vocabulary search, in grids and best.yaml
 AUTO = "auto"  # --att-weights auto: AUTO_ATT for a model with an attention decoder, else no rescoring
@@ -64,8 +64,6 @@ def parse_oov_grid(value: str) -> List[Optional[float]]:
             raise AsrError(f"--oov-penalties: '{v}' is neither '{CLOSED}' nor a number",
                            fix="e.g. closed,-8,-5 (closed: the closed-vocabulary search)") from None
     if numbers:
-        from asrtrain.decode.options import check_oov_penalty
-
         penalties = parse_grid(",".join(numbers), "--oov-penalties")
         for v in penalties:
             check_oov_penalty(v, "--oov-penalties")
@@ -80,19 +78,6 @@ def parse_att_grid(value: str) -> Optional[List[float]]:
     """``"auto"`` -> None (decided by the model: :data:`AUTO_ATT` when it has an attention decoder, else
     no rescoring); otherwise the comma-separated weights, as :func:`parse_grid`."""
     return None if value.strip() == AUTO else parse_grid(value, "--att-weights")
-
-
-def check_search(beam: Optional[int] = None, lm_weight: Optional[float] = None,
-                 word_bonus: Optional[float] = None) -> None:
-    """Refuse a beam below 1 (the searches would find nothing, or never end) and a non-finite LM weight or
-    word bonus (every hypothesis would score NaN or infinity); None is not given. One line each, whether
-    the value came from an option, --params or the exp config's decode section."""
-    if beam is not None and (isinstance(beam, bool) or int(beam) != beam or beam < 1):
-        raise AsrError(f"beam size {beam} must be an integer >= 1", fix="pass --beam-size 1 or more, e.g. 8")
-    for what, option, value in (("LM weight", "--lm-weight", lm_weight),
-                                ("word bonus", "--word-bonus", word_bonus)):
-        if value is not None and not math.isfinite(value):
-            raise AsrError(f"{what} {value} is not finite", fix=f"give a finite {option}, e.g. {option} 1.0")
 
 
 def oov_text(penalty: Optional[float]) -> str:
@@ -119,7 +104,7 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     from asrtrain.text.tokenizer import Tokenizer
 
     from asrtrain.decode.run import REFERENCES_LOST
-    from asrtrain.io import check_out_is_not_input
+    from asrtrain.atomic import check_out_is_not_input
 
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     check_out_is_not_input(data_dir, out_dir, REFERENCES_LOST)
@@ -198,7 +183,7 @@ def read_params(path: Path) -> Dict[str, Optional[float]]:
     """``lm_weight``, ``word_bonus``, ``beam_size``, ``oov_penalty`` (None: closed), ``att_rescore`` and
     ``nbest`` (the last three absent in files written before they existed) from a ``best.yaml`` written
     by :func:`tune_lm`."""
-    from asrtrain.yamlio import read_yaml
+    from asrtrain.config.yamlio import read_yaml
 
     data, lines = read_yaml(Path(path))
     if not isinstance(data, dict):

@@ -1,7 +1,7 @@
 """Asynchronous decentralized parallel SGD (Lian et al. 2018; Zhang et al. 2019).
 
 Every learner trains on its own stream of batches (N groups of 1) and keeps its own weights. A
-communication thread (:class:`asrtrain.distributed.comm.Gossip`) averages them pairwise with ring
+communication thread (:class:`asrtrain.distributed.gossip.Gossip`) averages them pairwise with ring
 neighbours (active even ranks ask, passive odd ranks answer), so the learners drift together without
 ever waiting for the slowest one. The main thread's calls, per step ``k``:
 
@@ -22,15 +22,13 @@ Loss normalisation: each learner is an independent SGD on its own batch, so the 
 from __future__ import annotations
 
 import datetime
-import time
 from typing import Any, Dict, List, Optional
 
 import torch
 
 from asrtrain.distributed.base import Partition, new_group
-from asrtrain.distributed.comm import Gossip, average_over_learners, check_gossip_size, consensus_distance, \
-    set_flat_
-from asrtrain.distributed.ssgd import Collective, broadcast_params
+from asrtrain.distributed.collective import Collective, broadcast_params, set_flat_
+from asrtrain.distributed.gossip import Gossip, average_over_learners, check_gossip_size, consensus_distance
 
 # The gossip group's recv waits for the next request for as long as actives take to send it
 # (validation, checkpoints); a dead peer is detected by the heartbeat in peerwatch.PeerWatch instead.
@@ -50,7 +48,6 @@ class GossipState(Collective):
         self._loaded_round = 0
         self._loaded_pending: Optional[torch.Tensor] = None
         self._m = {}
-        self._t_compute: Optional[float] = None
 
     def metrics(self) -> Dict[str, float]:
         out, self._m = self._m, {}
@@ -143,15 +140,9 @@ class ADPSGD(GossipState):
         g.stage()
         g.trigger()
         super().before_step(step)
-        self._t_compute = time.perf_counter()
-
-    def reduce_gradients(self) -> None:
-        self._slow_down()
 
     def apply_step(self, optimizer) -> None:
         g = self.gossip
-        if self._t_compute is not None:
-            self._add("compute_s", time.perf_counter() - self._t_compute)
         with g.locked():
             optimizer.step()
             g.steps += 1

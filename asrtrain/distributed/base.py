@@ -138,9 +138,12 @@ class Strategy:
         """The module the loop runs forward passes through (after :meth:`setup`)."""
         return model
 
-    def plan(self, steps_per_epoch: int, epochs: int, examples: int) -> None:
-        """This learner's steps per epoch, the epochs and the utterances in the whole training set
-        (DP derives its sampling rate, noise and accounting from them)."""
+    def plan(self, steps_per_epoch: int, epochs: int, examples: int,
+             privacy: Optional[Callable[[], Tuple[int, int]]] = None) -> None:
+        """This learner's steps per epoch, the epochs and the utterances in the whole training set, and
+        ``privacy`` (a function giving the batches in one pass over the learner's data and the most steps
+        it may take in an epoch; from the batch source, called only by a strategy that needs it). DP derives its sampling rate, noise and accounting from them; the loop
+        passes them to every strategy without asking which one it runs."""
 
     # -- one step ----------------------------------------------------------------------------------
     def global_count(self, local_count: float) -> float:

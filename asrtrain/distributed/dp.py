@@ -37,7 +37,7 @@ from torch's seeded PRNG (reproducible and resumable, not a cryptographic source
 Per-example gradients: one forward/backward per utterance of the batch ("microbatches of 1"). It works
 with the packed-sequence cuDNN/MKL BLSTM unchanged; torch.func's vmap has no batching rule for
 ``aten::lstm`` with packed variable-length input, and opacus' DPLSTM replaces the fused LSTM by a
-Python loop over time steps. Cost: see the README row (measured against a normal step).
+Python loop over time steps. Cost: docs/results/dp-periodic.md (measured against a normal step).
 """
 
 from __future__ import annotations
@@ -45,12 +45,13 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
 from asrtrain.config import DPConfig
 from asrtrain.distributed.base import Partition, Strategy
+from asrtrain.distributed.collective import all_reduce_grads
 from asrtrain.errors import AsrError
 
 log = logging.getLogger("asrtrain.train")
@@ -93,36 +94,6 @@ def clip_factor(norm: torch.Tensor, clip: float) -> torch.Tensor:
     return (clip / (norm + 1e-6)).clamp(max=1.0)
 
 
-def examples(batch: Any) -> Iterator[Any]:
-    """The batch one utterance at a time, padding trimmed (an asrtrain Batch), or the rows of a tuple
-    of tensors (tests)."""
-    if hasattr(batch, "utts"):
-        from asrtrain.features.dataset import Batch
-        for i, utt in enumerate(batch.utts):
-            t, s = int(batch.feat_lens[i]), int(batch.target_lens[i])
-            yield Batch([utt], batch.feats[i:i + 1, :t], batch.feat_lens[i:i + 1],
-                        batch.targets[i:i + 1, :max(1, s)], batch.target_lens[i:i + 1])
-    else:
-        for i in range(len(batch[0])):
-            yield tuple(x[i:i + 1] for x in batch)
-
-
-def all_reduce_grads(params: List[torch.Tensor], group=None) -> None:
-    """SUM every parameter's gradient over ``group`` in one flat all-reduce (where the backend wants it)."""
-    import torch.distributed as dist
-
-    from asrtrain.distributed.ssgd import comm_device
-
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
-    flat = flat.to(comm_device(group, flat))
-    dist.all_reduce(flat, group=group)
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
-        offset += n
-
-
 class DPStrategy(Strategy):
     """Per-example clipping, Gaussian noise and RDP accounting around another strategy (``inner``),
     which does all the communication.
@@ -148,10 +119,10 @@ class DPStrategy(Strategy):
 
     # -- schedule ----------------------------------------------------------------------------------
     def plan(self, steps_per_epoch: int, epochs: int, examples: int,
-             privacy: Optional[Tuple[int, int]] = None) -> None:
+             privacy: Optional[Callable[[], Tuple[int, int]]] = None) -> None:
         """Sampling rate, normaliser and (for a target epsilon) sigma for this learner's run.
 
-        ``privacy``: (batches in one pass over the learner's data, the most steps it may take in an
+        ``privacy``: a function giving (batches in one pass over the learner's data, the most steps it may take in an
         epoch), from the batch source; by default both are ``steps_per_epoch`` (static balance). Under
         private dynamic balance a fast learner may take more steps than its share, and sigma is
         computed for the most it may take."""
@@ -160,7 +131,7 @@ class DPStrategy(Strategy):
         if self.cfg.delta >= 1.0 / max(1.0, n):
             raise AsrError(f"dp.delta = {self.cfg.delta:g} >= 1/n for n = {n:.0f} utterances per learner: "
                            "no meaningful guarantee", fix=f"set dp.delta below {1.0 / max(1.0, n):.2g}")
-        per_pass, most = privacy if privacy is not None else (steps_per_epoch, steps_per_epoch)
+        per_pass, most = privacy() if privacy is not None else (steps_per_epoch, steps_per_epoch)
         per_pass, most = max(1, per_pass), max(1, most)
         self.sample_rate = 1.0 / per_pass
         self.normaliser = n / per_pass * self.inner.partition().group_size
@@ -223,7 +194,7 @@ class DPStrategy(Strategy):
         # overflow makes that utterance's norm inf, the sum NaN and the step non-finite: the scaler skips
         # it and lowers its scale (the accountant still counts the step: safe, if wasteful).
         s = None if scale is None else float(scale(torch.ones((), device=params[0].device)))
-        for ex in examples(batch):
+        for ex in batch.examples():
             loss, c = loss_fn(net, ex)
             k = None if s is None else s / max(1, c)
             grads = torch.autograd.grad(loss if k is None else loss * k, params, allow_unused=True)

@@ -7,7 +7,7 @@ from typing import Optional
 from asrtrain.config import DistConfig, DPConfig
 from asrtrain.distributed.base import Strategy
 from asrtrain.device import env_int
-from asrtrain.distributed.comm import check_gossip_size
+from asrtrain.distributed.gossip import check_gossip_size
 from asrtrain.errors import AsrError
 
 

@@ -3,7 +3,7 @@
 Learners are split into ``G = N / M`` groups of ``M`` consecutive ranks (one node each, normally).
 Inside a group, gradients are all-reduced every step (the group steps as one SSGD learner, loss
 normalised by the group's count; DDP overlaps the all-reduce with the backward pass, over NCCL on GPUs). The group leaders (member 0) run ADPSGD among themselves
-(:class:`asrtrain.distributed.comm.Gossip`). A leader's averaging lands in its pending delta, and the
+(:class:`asrtrain.distributed.gossip.Gossip`). A leader's averaging lands in its pending delta, and the
 leader folds it into its weights and broadcasts them inside the group in ``after_step``. The leader's
 round k starts in ``before_step`` and overlaps the group's compute of step k; by default ``after_step``
 waits for it (step k ends with averaged weights), with ``delay_by_one`` it folds it only if it has
@@ -26,9 +26,8 @@ import torch.distributed as dist
 
 from asrtrain.distributed.adpsgd import GOSSIP_TIMEOUT, GossipState
 from asrtrain.distributed.base import Partition, new_group
-from asrtrain.distributed.comm import average_over_learners, check_gossip_size, consensus_distance, \
-    flat_copy, set_flat_
-from asrtrain.distributed.ssgd import broadcast_params, ddp_sum
+from asrtrain.distributed.collective import broadcast_params, ddp_sum, flat_copy, set_flat_
+from asrtrain.distributed.gossip import average_over_learners, check_gossip_size, consensus_distance
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
@@ -132,12 +131,6 @@ class HADPSGD(GossipState):
             g.stage()
             g.trigger()  # the round overlaps the group's gradient computation
         super().before_step(step)
-        self._t_compute = time.perf_counter()
-
-    def reduce_gradients(self) -> None:
-        self._slow_down()
-        if self._t_compute is not None:
-            self._add("compute_s", time.perf_counter() - self._t_compute)
 
     def apply_step(self, optimizer) -> None:
         if self.gossip is not None:

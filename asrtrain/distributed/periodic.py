@@ -48,8 +48,7 @@ import torch
 import torch.distributed as dist
 
 from asrtrain.distributed.base import Partition
-from asrtrain.distributed.comm import set_flat_
-from asrtrain.distributed.ssgd import Collective
+from asrtrain.distributed.collective import Collective, flatten, set_flat_
 from asrtrain.errors import AsrError
 
 log = logging.getLogger("asrtrain.train")
@@ -138,11 +137,6 @@ class PeriodicAveraging(Collective):
         self._setup_world(model, optimizer)
 
     # -- one step ----------------------------------------------------------------------------------
-    def reduce_gradients(self) -> None:
-        self._slow_down()
-        if self._t_step is not None:
-            self._add("compute_s", time.perf_counter() - self._t_step)
-
     def apply_step(self, optimizer) -> None:
         optimizer.step()
         self.lr_sq += float(self.optimizer.param_groups[0]["lr"]) ** 2
@@ -181,7 +175,7 @@ class PeriodicAveraging(Collective):
 
     def _flat(self) -> torch.Tensor:
         """The parameters as one vector in their own dtype and device (what goes over the wire)."""
-        return torch.cat([p.detach().reshape(-1) for p in self.params])
+        return flatten(self.params)
 
     # -- epochs, end ------------------------------------------------------------------------------
     def end_epoch(self, epoch: int) -> None:

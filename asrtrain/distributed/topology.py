@@ -11,7 +11,7 @@ gap is ``1 - |lambda_2|``.
   its left one (``W_L``). The schedule is periodic; its matrix is the product over one period,
   ``W_L W_R``. Closed form: ``|lambda_2| = cos^2(2 pi / N)``, gap ``sin^2(2 pi / N)`` (N >= 4).
 - ``random``: each round is a uniformly random perfect matching between active and passive learners
-  (what :class:`asrtrain.distributed.comm.Gossip` approximates: each active asks a random passive).
+  (what :class:`asrtrain.distributed.gossip.Gossip` approximates: each active asks a random passive).
   Its expected matrix ``E[W]`` has eigenvalues 1, 1/2 and 0: gap 1/2 for every N >= 4.
   Because every W is a projection, ``E[W^T W] = E[W]``, so the gap also bounds the mean-square rate.
 - ``random-ring`` (for comparison only): a random ring neighbour, the same coin for all learners each
@@ -32,7 +32,7 @@ from typing import Iterable, List, Tuple
 
 import numpy as np
 
-from asrtrain.distributed.comm import check_gossip_size
+from asrtrain.distributed.gossip import check_gossip_size
 from asrtrain.errors import AsrError
 
 SCHEDULES = ("fixed", "random", "random-ring")

@@ -11,7 +11,7 @@ Output (``OUT_DIR``), all readable by Kaldi itself:
 - ``features.yaml`` (the resolved FeatureConfig), ``bad_utts.txt`` (with --skip-bad) and ``.done``.
 
 The output is replaced as a whole: everything is built in ``.OUT_DIR.new`` beside it, then swapped in
-(:func:`asrtrain.io.swap_dir`), so a failed or killed rerun leaves the previous output as it was. When a
+(:func:`asrtrain.atomic.swap_dir`), so a failed or killed rerun leaves the previous output as it was. When a
 run fails because every utterance is bad, the reasons go to ``OUT_DIR.bad_utts.txt`` beside it.
 
 Bad utterances (named, dropped with ``--skip-bad``, else the first one is the error): audio that cannot be
@@ -39,7 +39,7 @@ import numpy as np
 import yaml
 
 from asrtrain.config import FeatureConfig
-from asrtrain.configfile import to_dict
+from asrtrain.config.file import to_dict
 from asrtrain.data import datadir as dd
 from asrtrain.data.validate import find_problems
 from asrtrain.data.table import read_table
@@ -48,7 +48,7 @@ from asrtrain.errors import AsrError
 from asrtrain.progress import Progress
 from asrtrain.features import cmvn
 from asrtrain.features.jobs import Job, Utt, run_jobs
-from asrtrain.io import (atomic_write_text, check_out_is_not_input, recover_dir, reporting_no_space,
+from asrtrain.atomic import (atomic_write_text, check_out_is_not_input, recover_dir, reporting_no_space,
                          staging_dir, swap_dir)
 
 log = logging.getLogger(__name__)

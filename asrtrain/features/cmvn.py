@@ -13,7 +13,7 @@ from typing import Dict, Tuple, Union
 import numpy as np
 
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_open
+from asrtrain.atomic import atomic_open
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]

@@ -33,6 +33,13 @@ class Batch:
     def num_frames(self) -> int:
         return int(self.feat_lens.sum())
 
+    def examples(self) -> Iterator["Batch"]:
+        """The batch one utterance at a time, padding trimmed (DP clips each example's gradient)."""
+        for i, utt in enumerate(self.utts):
+            t, s = int(self.feat_lens[i]), int(self.target_lens[i])
+            yield Batch([utt], self.feats[i:i + 1, :t], self.feat_lens[i:i + 1],
+                        self.targets[i:i + 1, :max(1, s)], self.target_lens[i:i + 1])
+
     def pin(self) -> "Batch":
         """The padded tensors in page-locked host memory, so the copy to a GPU can be asynchronous."""
         return Batch(self.utts, self.feats.pin_memory(), self.feat_lens, self.targets.pin_memory(),

@@ -20,12 +20,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from asrtrain.config import FeatureConfig
-from asrtrain.configfile import section_from_dict
+from asrtrain.config.file import section_from_dict
 from asrtrain.data.audio import Where, read_recording, resample_to, segment_bounds, speed_perturb
 from asrtrain.errors import AsrError
 from asrtrain.features import cmvn
 from asrtrain.features.fbank import fbank
-from asrtrain.io import reporting_no_space
+from asrtrain.atomic import reporting_no_space
 from asrtrain.progress import Progress
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from asrtrain.config import FeatureConfig
-from asrtrain.configfile import load_section
+from asrtrain.config.file import load_section
 from asrtrain.data.table import read_table
 from asrtrain.errors import AsrError
 from asrtrain.features import cmvn

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text
+from asrtrain.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

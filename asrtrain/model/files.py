@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_open, atomic_write_text
+from asrtrain.atomic import atomic_open, atomic_write_text
 
 
 def save_checked(obj: Any, path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Dict
 import numpy as np
 
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text
+from asrtrain.atomic import atomic_write_text
 
 
 def priors_from(alignments: Dict[str, np.ndarray], num_targets: int) -> np.ndarray:

@@ -29,7 +29,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from asrtrain.data.table import read_table
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_open, atomic_write_text
+from asrtrain.atomic import atomic_open, atomic_write_text
 from asrtrain.score.wer import Counts, Pair, align_words, ascii_upper, fold_case
 
 log = logging.getLogger(__name__)

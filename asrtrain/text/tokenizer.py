@@ -15,7 +15,7 @@ from asrtrain.config import TokenizerConfig
 from asrtrain.data.table import iter_lines
 from asrtrain.data.textcheck import PLAIN_TEXT_FIX, repeated_id, text_line_problem
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_open
+from asrtrain.atomic import atomic_open
 
 log = logging.getLogger(__name__)
 

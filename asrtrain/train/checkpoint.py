@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_write_text
+from asrtrain.atomic import atomic_write_text
 from asrtrain.model.files import load_checked, save_checked
 
 log = logging.getLogger(__name__)
@@ -307,7 +307,7 @@ def average_exp(exp_dir: Path, k: Optional[int] = None, out: Optional[Path] = No
 def _average_last_of(exp_dir: Path) -> int:
     """The run's ``train.average_last`` (its config.yaml; the default when the file has none)."""
     from asrtrain.config import TrainConfig
-    from asrtrain.yamlio import read_yaml_mapping
+    from asrtrain.config.yamlio import read_yaml_mapping
 
     stored = Path(exp_dir) / "config.yaml"
     if not stored.is_file():

@@ -12,14 +12,14 @@ from typing import Iterable, Optional, Tuple
 import numpy as np
 
 from asrtrain.config import Config
-from asrtrain.configfile import load_config, save_config, to_dict
-from asrtrain.yamlio import read_yaml_mapping
-from asrtrain.configcheck import check_train_settings
-from asrtrain.distributed.launch import in_launched_group, launched_learners, writes_job_files
+from asrtrain.config.file import load_config, save_config, to_dict
+from asrtrain.config.yamlio import read_yaml_mapping
+from asrtrain.config.check import check_train_settings
+from asrtrain.distributed.runtime.launch import in_launched_group, launched_learners, writes_job_files
 from asrtrain.errors import AsrError
-from asrtrain.io import atomic_copy
+from asrtrain.atomic import atomic_copy
 from asrtrain.train import checkpoint as ckpt
-from asrtrain.train.loop import TrainJob
+from asrtrain.train.state import TrainJob
 
 log = logging.getLogger("asrtrain.train")
 
@@ -69,7 +69,7 @@ def check_dev_features(cfg: Config, train_dir: Path, dev_dir: Path) -> None:
     """Refuse a ``--dev-data`` computed with other feature options than ``--train-data`` (``cfg.features``,
     resolved from it): the model would read it without complaint (a CPU LSTM does not check its input
     size) and log a meaningless dev loss. The same check as ``decode`` makes of its data."""
-    from asrtrain.configfile import feature_differences
+    from asrtrain.config.file import feature_differences
     from asrtrain.features.reader import FeatureReader
 
     diff = feature_differences(FeatureReader(dev_dir).config, cfg.features)
@@ -263,10 +263,10 @@ def learner_main(rank: int, world_size: int, job: TrainJob) -> None:
 
 
 def train(job: TrainJob) -> Optional[Path]:
-    """Run the job: one learner here, or N learners through :mod:`asrtrain.distributed.launch`
+    """Run the job: one learner here, or N learners through :mod:`asrtrain.distributed.runtime.launch`
     (spawned locally, or joined under torchrun/srun). Returns ``final.pt`` once written."""
     from asrtrain.distributed.factory import check_dist_config
-    from asrtrain.distributed.launch import in_launched_group, is_job_leader, run_learners
+    from asrtrain.distributed.runtime.launch import in_launched_group, is_job_leader, run_learners
     from asrtrain.train.loop import threads_for
 
     final = job.exp_dir / "final.pt"

@@ -19,7 +19,6 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -30,33 +29,20 @@ import torch.nn.functional as F
 from asrtrain.config import Config
 from asrtrain.device import ScaledStep, autocast, check_precision, env_int, make_scaler, resolve_device
 from asrtrain.distributed.base import Strategy
-from asrtrain.distributed.progress import note_progress
+from asrtrain.distributed.runtime.beacon import note_progress
 from asrtrain.errors import AsrError
-from asrtrain.model.blstm import BLSTM, build_model
+from asrtrain.model.blstm import build_model
+from asrtrain.model.rnn_stack import check_rnn_bf16
 from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.batching import BatchSource, BatchSpec, batch_source, oversized
 from asrtrain.features.dataset import AsrDataset, Batch, prefetch
 from asrtrain.train.lr import lr_at, schedule_change
-from asrtrain.train.resume import (LearnerState, average_weights, check_resumed_together, load_checkpoint,
-                                   save_checkpoint)
+from asrtrain.train.resume import average_weights, check_resumed_together, load_checkpoint, save_checkpoint
+from asrtrain.train.state import Learner, LearnerState, TrainJob
 from asrtrain.train.monitor import Monitor
 from asrtrain.train.specaug import spec_augment
 
 log = logging.getLogger("asrtrain.train")
-
-
-@dataclass(frozen=True)
-class TrainJob:
-    """Everything one learner needs; resolved by :func:`asrtrain.train.job.prepare_job` in the parent."""
-    cfg: Config
-    train_dir: Path
-    dev_dir: Optional[Path]
-    exp_dir: Path
-    tokenizer: Optional[Path] = None  # CTC
-    alignments: Optional[str] = None  # CE: rspecifier-like path to an ark/scp of frame labels
-    resume: bool = False
-    stop_after_steps: int = 0  # testing: stop abruptly after this global step, as if killed
-    extended_from: int = 0  # --resume with a larger train.epochs: the epochs the run had (0: not extended)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -70,7 +56,8 @@ def batch_count(batch: Batch, loss_kind: str) -> int:
     return int((batch.targets >= 0).sum())
 
 
-def compute_loss(net: torch.nn.Module, batch: Batch, loss_kind: str, precision: str = "fp32"):
+def compute_loss(net: torch.nn.Module, batch: Batch, loss_kind: str, precision: str = "fp32",
+                 model_cfg=None):
     """Summed loss of a batch (a float32 scalar) and its count (tokens for CTC, output frames for CE).
 
     The sum, not the mean, comes back: the caller divides by the *global* count over all learners,
@@ -80,7 +67,7 @@ def compute_loss(net: torch.nn.Module, batch: Batch, loss_kind: str, precision: 
     a one-frame dummy, so every parameter gets its (zero) gradient and the group's all-reduce matches.
     """
     device = next(net.parameters()).device
-    cfg = (net.module if hasattr(net, "module") else net).cfg
+    cfg = model_cfg if model_cfg is not None else net.cfg  # ``net`` may be DDP around the model: pass its cfg
     inter_w = cfg.inter_ctc if net.training else 0.0
     att_w = cfg.att_weight if net.training and loss_kind == "ctc" else 0.0
     if len(batch.utts) == 0:
@@ -132,24 +119,6 @@ def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.Optimizer
     return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay, fused=fused or None)
 
 
-@dataclass
-class Learner:
-    """What one learner trains with: the model, the module forward passes run through (DDP in sync
-    groups), the optimizer and what steps it (through the fp16 scaler), its device and precision."""
-    model: BLSTM
-    net: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    stepper: ScaledStep
-    device: torch.device
-    precision: str
-    bad_steps: int = 0  # consecutive steps whose gradients were not finite
-    writer: Optional[ckpt.AsyncWriter] = None  # one learner: checkpoints are written in the background
-
-    @property
-    def scaler(self):
-        return self.stepper.scaler
-
-
 def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, source: BatchSource,
                     state: LearnerState, job: TrainJob, total_steps: int, monitor: Monitor
                     ) -> Dict[str, float]:
@@ -171,7 +140,7 @@ def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, sour
         t0 = time.perf_counter()
         loss, count = strategy.compute_gradients(
             learner.net, Batch(batch.utts, feats, batch.feat_lens, batch.targets, batch.target_lens),
-            lambda net, b: compute_loss(net, b, cfg.model.loss, learner.precision),
+            lambda net, b: compute_loss(net, b, cfg.model.loss, learner.precision, cfg.model),
             count_here, learner.scaler.scale if learner.scaler is not None else None)
         strategy.reduce_gradients()
         loss_value = step_or_skip(learner, strategy, loss, cfg.train, state.step)
@@ -282,6 +251,7 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     cfg = job.cfg
     device = resolve_device(cfg.train.device)
     check_precision(cfg.train.precision, device)
+    check_rnn_bf16(cfg.model.rnn_bf16, cfg.train.precision, device)
     seed_everything(cfg.train.seed)  # same initial weights on every learner ...
     tokenizer = None
     if cfg.model.loss == "ctc":
@@ -319,11 +289,8 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     source = batch_source(cfg.train.balance, train_data.lengths, spec, part, rank, cfg.dist.timeout_s,
                           private=cfg.dp.enabled, max_share=cfg.dp.max_step_share)
     steps_per_epoch = source.steps_per_epoch()
-    if cfg.dp.enabled:
-        strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths),
-                      privacy=source.privacy_steps(cfg.train.epochs))
-    else:
-        strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths))
+    strategy.plan(steps_per_epoch, cfg.train.epochs, len(train_data.lengths),
+                  privacy=lambda: source.privacy_steps(cfg.train.epochs))
     total_steps = steps_per_epoch * cfg.train.epochs
     if job.extended_from and strategy.is_main:
         note = schedule_change(cfg.train, source.schedule_step(state.step),

@@ -89,7 +89,7 @@ class Monitor:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from asrtrain.io import atomic_open
+        from asrtrain.atomic import atomic_open
         ep = [r["epoch"] for r in history]
         fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
         a.plot(ep, [r["train_loss"] for r in history], "o-", label="train")

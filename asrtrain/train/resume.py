@@ -1,4 +1,4 @@
-"""A learner's place in its training (:class:`LearnerState`) and the checkpoints that keep it: every
+"""The checkpoints that keep a learner's place in its training (:class:`asrtrain.train.state.LearnerState`) that keep it: every
 learner writes its own file and ``latest`` moves only when all have, a resumed job checks that every
 learner found the same epoch, and :func:`average_weights` gives the learner-averaged model an epoch
 checkpoint carries for the final average. The files themselves (atomic writes, checksums, the
@@ -8,29 +8,19 @@ background writer) are :mod:`asrtrain.train.checkpoint`.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import Dict, Optional
 
 import torch
 
 from asrtrain.distributed.base import Strategy
+from asrtrain.distributed.collective import flatten
 from asrtrain.errors import AsrError
-from asrtrain.distributed.progress import note_progress
+from asrtrain.distributed.runtime.beacon import note_progress
 from asrtrain.train import checkpoint as ckpt
-
-if TYPE_CHECKING:
-    from asrtrain.train.loop import Learner, TrainJob
+from asrtrain.train.state import Learner, LearnerState, TrainJob
 
 log = logging.getLogger("asrtrain.train")
-
-
-@dataclass
-class LearnerState:
-    step: int = 0  # optimizer steps taken (global step counter of this learner)
-    epoch: int = 0  # the epoch being trained
-    batch_index: int = 0  # batches of ``epoch`` already consumed
-    history: List[Dict[str, float]] = field(default_factory=list)  # one row per finished epoch
 
 
 def save_checkpoint(learner: Learner, strategy: Strategy, state: LearnerState, job: TrainJob, tag: str,
@@ -119,7 +109,7 @@ def average_weights(model, strategy: Strategy) -> Dict[str, torch.Tensor]:
     if strategy.world_size == 1:
         return state
     names = [n for n, t in state.items() if t.is_floating_point()]
-    flat = torch.cat([state[n].detach().reshape(-1).double() for n in names])
+    flat = flatten([state[n] for n in names], dtype=torch.float64)
     flat = strategy.all_reduce_sum(flat) / strategy.world_size  # on the host
     out, offset = {}, 0
     for n, t in state.items():

@@ -7,8 +7,8 @@ import pytest
 from asrtrain.corpora.an4 import prepare_an4, read_transcription, utt_id
 from asrtrain.data.table import read_table
 from asrtrain.data.validate import validate
-from cli_helpers import one_error, run
-from an4_fixture import TEST, TRAIN, make_an4
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.an4_fixture import TEST, TRAIN, make_an4
 
 REAL_AN4 = Path(__file__).resolve().parents[2] / ".." / "shared" / "an4"
 

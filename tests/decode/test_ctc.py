@@ -3,7 +3,7 @@ import math
 import numpy as np
 
 from asrtrain.decode.ctc import greedy, prefix_beam_search
-from asrtrain.decode.ctm import ctm_lines, words_with_times
+from asrtrain.decode.word_times import ctm_lines, words_with_times
 
 
 def logp(rows):

@@ -3,7 +3,7 @@
 import pytest
 
 from asrtrain.config import TokenizerConfig
-from asrtrain.decode.ctm import words_with_times
+from asrtrain.decode.word_times import words_with_times
 from asrtrain.text.tokenizer import Tokenizer, train_tokenizer
 
 

@@ -6,10 +6,12 @@ import re
 
 import pytest
 
-import dist_toyloop as toyloop
+from tests.helpers import dist_toyloop as toyloop
 from asrtrain.config import DistConfig
-from asrtrain.distributed.launch import run_learners
+from asrtrain.distributed.runtime.launch import run_learners
 from asrtrain.errors import AsrError
+
+pytestmark = pytest.mark.slow  # spawned learners, killed and hung on purpose
 
 TIMEOUT_S = 10.0
 
@@ -33,7 +35,7 @@ def test_a_hung_learner_is_named_not_the_messenger(tmp_path, capfd, monkeypatch)
     reports the survivors' verdict (not "rank 0 failed") and ends the stopped process."""
     import signal
 
-    from asrtrain.distributed import launch
+    from asrtrain.distributed.runtime import launch
 
     monkeypatch.setattr(launch, "LEFTOVER_KILL_S", 5.0)
     job = toyloop.ToyArgs(str(tmp_path), DistConfig(strategy="adpsgd", learners=2, timeout_s=TIMEOUT_S),
@@ -55,14 +57,14 @@ def test_a_stuck_main_thread_is_named_while_its_heartbeat_goes_on(tmp_path):
 
 
 def test_hang_verdicts():
-    from asrtrain.distributed.progress import Progress, find_hung
+    from asrtrain.distributed.runtime.beacon import Beacon, find_hung
 
     now = 1000.0
-    assert find_hung({0: Progress(5, now - 1, False), 1: Progress(5, now - 2, True)}, now, 10) is None
-    assert find_hung({0: Progress(0, 0.0, False), 1: Progress(3, now - 1, False)}, now, 10) is None  # 0 never reports
+    assert find_hung({0: Beacon(5, now - 1, False), 1: Beacon(5, now - 2, True)}, now, 10) is None
+    assert find_hung({0: Beacon(0, 0.0, False), 1: Beacon(3, now - 1, False)}, now, 10) is None  # 0 never reports
     # both stalled: the one not waiting in communication is blamed, even if it stalled later
-    assert find_hung({0: Progress(5, now - 30, True), 1: Progress(5, now - 20, False)}, now, 10) == 1
+    assert find_hung({0: Beacon(5, now - 30, True), 1: Beacon(5, now - 20, False)}, now, 10) == 1
     # all waiting (or all not): the earliest to stall
-    assert find_hung({0: Progress(5, now - 20, True), 1: Progress(5, now - 30, True)}, now, 10) == 1
-    p = Progress(7, 12.5, True)
-    assert Progress.decode(p.encode(3).encode()) == p and Progress.decode(b"done") is None
+    assert find_hung({0: Beacon(5, now - 20, True), 1: Beacon(5, now - 30, True)}, now, 10) == 1
+    p = Beacon(7, 12.5, True)
+    assert Beacon.decode(p.encode(3).encode()) == p and Beacon.decode(b"done") is None

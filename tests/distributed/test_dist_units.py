@@ -14,9 +14,9 @@ from asrtrain.config import DistConfig
 from asrtrain.distributed import topology
 from asrtrain.distributed.adpsgd import ADPSGD
 from asrtrain.distributed.base import Partition
-from asrtrain.distributed.comm import Gossip
+from asrtrain.distributed.gossip import Gossip
 from asrtrain.distributed.factory import check_dist_config, make_strategy, parse_slowdown
-from asrtrain.distributed.launch import resolve_backend, run_learners
+from asrtrain.distributed.runtime.launch import resolve_backend, run_learners
 from asrtrain.errors import AsrError
 
 
@@ -170,7 +170,7 @@ def test_a_suspended_process_is_told_from_a_busy_one():
     """Heartbeat ticks 0.5 s apart: a late tick on a loaded machine is not a suspension; a gap of minutes
     (Ctrl-Z, SIGSTOP, Slurm's scontrol suspend) is, and PeerWatch then restarts its clocks instead of
     naming its own learner as hung when it resumes (it did, after 17 min stopped, 2026-11-28)."""
-    from asrtrain.distributed.peerwatch import suspended_for
+    from asrtrain.distributed.runtime.peerwatch import suspended_for
 
     assert suspended_for(100.0, 100.5, 0.5) == 0.0
     assert suspended_for(100.0, 125.0, 0.5) == 0.0  # 25 s late: a starved thread, not a stop

@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from asrtrain.distributed.hadpsgd import HADPSGD
-from asrtrain.distributed.launch import run_learners
+from asrtrain.distributed.runtime.launch import run_learners
 from asrtrain.errors import AsrError
+
+pytestmark = pytest.mark.slow  # spawned learners
 
 
 def disagreeing(rank: int, world_size: int, _args) -> None:

@@ -4,14 +4,14 @@ from dataclasses import replace
 
 import pytest
 
-from asrtrain.distributed.simmodel import Link, Plan
-from asrtrain.distributed.simulate import simulate_epoch
+from asrtrain.simulate.model import Link, Plan
+from asrtrain.simulate.epoch import simulate_epoch
 from asrtrain.errors import AsrError
-from tests.distributed.simcases import FREE, shared, work
+from tests.helpers.simcases import FREE, shared, work
 
 
 def test_shared_walls_by_hand():
-    from asrtrain.distributed.simengine import shared_walls
+    from asrtrain.simulate.engine import shared_walls
     assert shared_walls([1.0, 1.0], 2) == [1.0, 1.0]  # a core each
     assert shared_walls([1.0, 1.0, 1.0, 1.0], 2) == pytest.approx([2.0] * 4)  # half a core each
     # 1, 2, 3 core-seconds on 2 cores: all at 2/3 until the first ends at 1.5 s; then two at full speed
@@ -107,7 +107,7 @@ def test_gossip_exchanges_take_cpu_on_shared_cores_by_hand():
 
 
 def test_oversubscription_costs_work_by_hand():
-    from asrtrain.distributed.simengine import Cpu, Engine, fit_overhead, ps_rate, shared_walls
+    from asrtrain.simulate.engine import Cpu, Engine, fit_overhead, ps_rate, shared_walls
     # c = 0.5: m > k jobs on k cores each need 1 + 0.5 (m / k - 1) times their work
     assert ps_rate(2, 2, 0.5) == 1.0 and ps_rate(1, 2, 0.5) == 1.0  # not oversubscribed: free
     assert ps_rate(4, 2, 0.5) == pytest.approx(0.5 / 1.5)
@@ -131,7 +131,7 @@ def test_oversubscription_costs_work_by_hand():
 
 
 def test_step_walls_and_shared_step_by_hand():
-    from asrtrain.distributed.simengine import Cpu, Engine, shared_step, step_walls
+    from asrtrain.simulate.engine import Cpu, Engine, shared_step, step_walls
     # two steps of 1 core-second, each with 0.5 of other threads beside it, on 2 cores: four jobs at half
     # a core; the side jobs end at 1 s, then the computes alone at full speed end at 1.5 s
     assert step_walls([1.0, 1.0], 0.5, 2) == pytest.approx([1.5, 1.5])

@@ -21,7 +21,9 @@ import pytest
 import torch
 import yaml
 
-from featfix import make_task
+from tests.helpers.featfix import make_task
+
+pytestmark = pytest.mark.slow  # torchrun subprocesses
 
 TASK = ["model.num_layers=1", "model.hidden=32", "model.subsample=2", "model.dropout=0.0",
         "train.max_frames=1500", "train.max_utts=4", "train.warmup_steps=4", "train.lr=0.02",
@@ -179,7 +181,8 @@ def test_resume_refuses_learners_that_found_different_checkpoints():
     """A node that cannot see rank 0's checkpoint files (no shared file system) finds none and would start
     over while the others continue: every learner is refused in one line instead."""
     from asrtrain.errors import AsrError
-    from asrtrain.train.resume import LearnerState, check_resumed_together
+    from asrtrain.train.resume import check_resumed_together
+    from asrtrain.train.state import LearnerState
 
     class TwoLearners:  # this learner plus one other, whose (found, epoch, epoch^2) is ``other``
         world_size = 2

@@ -7,20 +7,17 @@ on a side stream.
 """
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-sys.path.insert(0, str(Path(__file__).parents[1] / "distributed"))
-import dist_toyloop as toyloop  # noqa: E402
-from featfix import make_feat_dir  # noqa: E402
-from test_loop import data, params, train  # noqa: E402,F401 - the module fixture is shared
+from tests.helpers import dist_toyloop as toyloop
+from tests.helpers.featfix import make_feat_dir
+from tests.helpers.train_runs import data, params, train  # noqa: F401 - the module fixture is shared
 
-from asrtrain.cli import cli  # noqa: E402
-from asrtrain.config import DistConfig, ModelConfig  # noqa: E402
+from asrtrain.cli import cli
+from asrtrain.config import DistConfig, ModelConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason="needs a CUDA GPU (run pytest -m gpu on a GPU machine)")]
@@ -151,7 +148,7 @@ def test_a_cuda_checkpoint_resumes_on_cuda_and_decodes_on_the_cpu(data, tmp_path
 def adpsgd_pair_conserves_the_weight_sum(tmp_path, device: str) -> list:
     """Two ADPSGD learners (and with delay-by-one) on ``device``: lr 0 and different initial weights must
     end exactly at the initial mean. Returns each job's per-rank results."""
-    from asrtrain.distributed.launch import run_learners
+    from asrtrain.distributed.runtime.launch import run_learners
 
     jobs = [toyloop.ToyArgs(str(tmp_path / f"j{d}"),
                             DistConfig(strategy="adpsgd", learners=2, delay_by_one=bool(d)),
@@ -177,7 +174,7 @@ def test_two_adpsgd_learners_sharing_one_gpu_conserve_the_weight_sum(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (NCCL refuses two ranks on one GPU)")
 def test_ssgd_over_nccl_equals_one_learner(tmp_path):
-    from asrtrain.distributed.launch import run_learners
+    from asrtrain.distributed.runtime.launch import run_learners
 
     job = toyloop.ToyArgs(str(tmp_path / "ssgd"), DistConfig(strategy="ssgd", learners=2), batch=4, num_batches=8,
                           device="cuda")
@@ -207,7 +204,7 @@ def test_learners_sharing_one_gpu_over_gloo_equal_one_learner(tmp_path, strategy
 def two_learners_equal_one(out, cfg, device: str) -> None:
     """Two learners on half batches each (the toy loop's) end with the same bits, equal to one learner on
     the whole batches."""
-    from asrtrain.distributed.launch import run_learners
+    from asrtrain.distributed.runtime.launch import run_learners
 
     job = toyloop.ToyArgs(str(out), cfg, batch=4, num_batches=8, device="cuda")
     run_learners(toyloop.train, [job], learners=2, timeout_s=60, device=device)
@@ -231,7 +228,7 @@ def test_hadpsgd_over_nccl_groups_stay_identical_and_conserve_the_mean(tmp_path)
     over NCCL subgroups, the counts over their gloo twins, the leaders' gossip over gloo through pinned
     memory. lr 0 and groups starting apart: a group's members hold the same bits after every step, all
     four end at the mean of the initial weights, and every group waits dist.timeout_s."""
-    from asrtrain.distributed.launch import run_learners
+    from asrtrain.distributed.runtime.launch import run_learners
 
     cfg = DistConfig(strategy="h-adpsgd", learners=4, learners_per_node=2, averaging="random", delay_by_one=True)
     job = toyloop.ToyArgs(str(tmp_path / "hadpsgd"), cfg, num_batches=2 * 10, batch=2, zero_grad=True,

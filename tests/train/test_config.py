@@ -3,8 +3,8 @@ from click.testing import CliRunner
 
 from asrtrain.cli import cli
 from asrtrain.config import Config
-from asrtrain.configfile import load_config
-from asrtrain.yamlio import parse_override
+from asrtrain.config.file import load_config
+from asrtrain.config.yamlio import parse_override
 from asrtrain.errors import AsrError
 
 

@@ -8,15 +8,12 @@ The commands run in-process through click's CliRunner: the 316 cases take about 
 tiny training run for the exp dir).
 """
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli_helpers import one_error, run  # noqa: E402
-from corpus_world import (UTTS, append, audio_at, build_world, cut, dup_line, float_audio, line,  # noqa: E402
-                          materialize, nan_stats, prepend, replace, segments_for_data, swap_lines)
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.corpus_world import (UTTS, append, audio_at, build_world, cut, dup_line, float_audio, line,
+                                        materialize, nan_stats, prepend, replace, segments_for_data,
+                                        swap_lines)
 
 U2 = UTTS[1]  # the utterance on line 2 of every data dir table
 CASES = []

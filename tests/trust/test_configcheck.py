@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from asrtrain.config import Config, FeatureConfig
-from asrtrain.configfile import load_section
-from asrtrain.configcheck import check_train_settings
+from asrtrain.config.file import load_section
+from asrtrain.config.check import check_train_settings
 from asrtrain.errors import AsrError
 
 SWBD = Path(__file__).parents[2] / "recipes" / "swbd" / "conf"

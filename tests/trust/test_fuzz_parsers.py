@@ -260,7 +260,7 @@ override = st.tuples(st.sampled_from(OVERRIDE_KEYS), st.sampled_from(["=", "", "
 @FUZZ
 @given(yaml_text, st.lists(override, max_size=3))
 def test_full_config(text, overrides):
-    from asrtrain.configfile import load_config
+    from asrtrain.config.file import load_config
     with tempfile.TemporaryDirectory() as d:
         path = write(Path(d), "c.yaml", text.encode("utf-8"))
         try:
@@ -275,7 +275,7 @@ def test_full_config(text, overrides):
 @given(yaml_text, st.lists(override.map(lambda o: o.split(".", 1)[-1]), max_size=3))
 def test_feature_config(text, overrides):
     from asrtrain.config import FeatureConfig
-    from asrtrain.configfile import load_section
+    from asrtrain.config.file import load_section
     from asrtrain.features.fbank import fbank
     with tempfile.TemporaryDirectory() as d:
         path = write(Path(d), "f.yaml", text.encode("utf-8"))
@@ -292,7 +292,7 @@ def test_feature_config(text, overrides):
 @FUZZ
 @given(file_bytes)
 def test_stored_config_on_resume(data):
-    from asrtrain.yamlio import read_yaml_mapping
+    from asrtrain.config.yamlio import read_yaml_mapping
     with tempfile.TemporaryDirectory() as d:
         try:
             out = read_yaml_mapping(write(Path(d), "config.yaml", data))
@@ -306,9 +306,7 @@ def test_stored_config_on_resume(data):
 
 @pytest.fixture(scope="module")
 def feat_dir(tmp_path_factory):
-    import sys
-    sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-    from featfix import make_feat_dir
+    from tests.helpers.featfix import make_feat_dir
     return make_feat_dir(tmp_path_factory.mktemp("fz") / "feats", 6, dim=5)
 
 
@@ -342,7 +340,7 @@ def test_feature_dir_damage(feat_dir, name, how, pos, junk):
 
 @pytest.fixture(scope="module")
 def tokenizer_model(tmp_path_factory):
-    from cli_helpers import run
+    from tests.helpers.cli_helpers import run
     root = tmp_path_factory.mktemp("tokfz")
     (root / "text").write_text("".join(f"u{i} one two three four five six seven\n" for i in range(20)))
     assert run("tokenizer", "train", "--text", root / "text", "--out", root / "t", "--model-type", "word",
@@ -355,7 +353,7 @@ def tokenizer_model(tmp_path_factory):
                                                                   max_size=5))
 def test_tokenizer_model_and_ids(tokenizer_model, pos, junk, ids):
     from asrtrain.text.tokenizer import Tokenizer
-    from cli_helpers import one_error, run
+    from tests.helpers.cli_helpers import one_error, run
     raw = tokenizer_model.read_bytes()
     pos = pos % (len(raw) + 1)
     with tempfile.TemporaryDirectory() as d:

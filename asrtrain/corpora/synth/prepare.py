@@ -41,7 +41,7 @@ from asrtrain.corpora.synth.render import SAMPLE_RATE, RenderPool, Utterance
 from asrtrain.data.table import spk2utt_from_utt2spk, write_table
 from asrtrain.errors import AsrError
 from asrtrain.progress import Progress
-from asrtrain.io import atomic_write_text
+from asrtrain.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
