@@ -5,7 +5,7 @@ transcription needs as a file (``EXP/cmvn_global.ark``, or ``cmvn_stats=`` namin
 dir's ``cmvn_global.ark``); ``speaker`` uses each utterance's own stats (or a speaker's, with ``utt2spk``
 in :meth:`Transcriber.transcribe_many`); ``none`` nothing. Search is decode's own
 (:mod:`asrtrain.decode.ctc`, :func:`asrtrain.decode.run._lexicon_search`); word times are decode's
-(:func:`asrtrain.decode.ctm.words_with_times`) shifted by each segment's start.
+(:func:`asrtrain.decode.word_times.words_with_times`) shifted by each segment's start.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class Transcriber:
     def decode(self, lp: np.ndarray, offset_s: float = 0.0) -> Tuple[str, List[Word]]:
         """Decode's search over log-probs [T', V] -> (text, words timed from ``offset_s``)."""
         from asrtrain.decode.ctc import greedy
-        from asrtrain.decode.ctm import words_with_times
+        from asrtrain.decode.word_times import words_with_times
 
         tokens, frames, _ = self.search(lp) if self.search is not None else greedy(lp)
         sp = self.tok.sp

@@ -18,7 +18,7 @@ def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Opt
                       channel: Optional[int] = None, echo=print) -> int:
     """Transcribe every input; write lines to ``out`` (atomically) or through ``echo``; returns the
     number of inputs that failed."""
-    from asrtrain.io import atomic_write_text
+    from asrtrain.atomic import atomic_write_text
     from asrtrain.progress import Progress
     from asrtrain.transcribe.audio_in import expand_inputs
 

@@ -12,7 +12,7 @@ from asrtrain.config import Config, TokenizerConfig
 def exp(tmp_path_factory):
     """A tiny untrained exp dir (per-utterance CMVN, as a speaker-CMVN model transcribes)."""
     import torch
-    from asrtrain.configfile import save_config
+    from asrtrain.config.file import save_config
     from asrtrain.model.blstm import build_model
     from asrtrain.model.files import save_checked
     from asrtrain.text.tokenizer import Tokenizer, train_tokenizer

@@ -21,7 +21,7 @@ def test_pack_then_transcribe_with_the_exp_dir_deleted(exp, tmp_path, speechy):
     card = (packed / "MODEL.md").read_text()
     assert "%WER 12.50" in card and "asrtrain" in card
     sf.write(tmp_path / "a.wav", wave, 16000)
-    from cli_helpers import run
+    from tests.helpers.cli_helpers import run
     res = run("transcribe", packed, tmp_path / "a.wav")
     assert res.exit_code == 0, res.output
     assert res.stdout.strip() == f"a {before}".strip()
@@ -29,7 +29,7 @@ def test_pack_then_transcribe_with_the_exp_dir_deleted(exp, tmp_path, speechy):
 
 def test_a_pack_whose_file_changed_is_refused_in_one_line(exp, tmp_path):
     from asrtrain.transcribe.pack import pack
-    from cli_helpers import one_error, run
+    from tests.helpers.cli_helpers import one_error, run
     packed = pack(exp, tmp_path / "model")
     with open(packed / "tokenizer.model", "ab") as fh:
         fh.write(b"x")

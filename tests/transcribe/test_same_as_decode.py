@@ -6,7 +6,7 @@ import soundfile as sf
 
 @pytest.mark.slow
 def test_transcribe_of_wavs_equals_decode_of_their_features(exp, tmp_path, speechy):
-    from cli_helpers import run
+    from tests.helpers.cli_helpers import run
     data = tmp_path / "data"
     data.mkdir()
     utts = [f"u{i}" for i in range(3)]

@@ -56,7 +56,7 @@ def test_long_audio_is_transcribed_in_segments_with_times_from_the_file_start(ex
 
 
 def test_cli_bad_files_get_one_line_each_and_the_good_ones_are_transcribed(exp, tmp_path, caplog, speechy):
-    from cli_helpers import run
+    from tests.helpers.cli_helpers import run
     good = tmp_path / "good.wav"
     sf.write(good, speechy(1.0, 16000), 16000)
     (tmp_path / "empty.wav").write_bytes(b"")
@@ -79,7 +79,7 @@ def test_cli_bad_files_get_one_line_each_and_the_good_ones_are_transcribed(exp, 
 
 
 def test_cli_text_lines_from_a_wav_scp_with_a_pipe(exp, tmp_path, speechy):
-    from cli_helpers import run
+    from tests.helpers.cli_helpers import run
     sf.write(tmp_path / "a.wav", speechy(1.0, 16000), 16000)
     (tmp_path / "wav.scp").write_text(f"u1 {tmp_path / 'a.wav'}\nu2 cat {tmp_path / 'a.wav'} |\n")
     res = run("transcribe", exp, tmp_path / "wav.scp")
