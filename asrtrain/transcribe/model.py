@@ -86,8 +86,14 @@ class Transcriber:
             search = _lexicon_search(tok, Path(lm), None, beam, lw, wb, "ours", oov, 1)
         return cls(cfg, net, tok, stats, search, max_segment_s)
 
-    def features(self, wave: np.ndarray) -> np.ndarray:
-        """Mono float32 [n] at the model's rate -> CMVN'd features [T, D] as training computed them."""
+    def raw_features(self, wave: np.ndarray) -> np.ndarray:
+        """Mono float32 [n] at the model's rate -> fbank [T, D] before CMVN."""
+        from asrtrain.features.fbank import fbank
+        return fbank(wave, self.rate, self.cfg.features, seed="transcribe")
+
+    def features(self, wave: np.ndarray, speaker_stats: Optional[np.ndarray] = None) -> np.ndarray:
+        """Mono float32 [n] at the model's rate -> CMVN'd features [T, D] as training computed them;
+        a speaker-CMVN model uses ``speaker_stats`` ([2, D+1]) when given, else the audio's own."""
         from asrtrain.features import cmvn
         from asrtrain.features.fbank import fbank
 
@@ -98,7 +104,8 @@ class Transcriber:
         if conf.cmvn == "global":
             return cmvn.apply(feats, self.stats, conf.cmvn_norm_vars)
         if conf.cmvn == "speaker":
-            return cmvn.apply(feats, cmvn.accumulate(feats), conf.cmvn_norm_vars)
+            stats = speaker_stats if speaker_stats is not None else cmvn.accumulate(feats)
+            return cmvn.apply(feats, stats, conf.cmvn_norm_vars)
         return feats
 
     def log_probs(self, feats: Sequence[np.ndarray]) -> List[np.ndarray]:
@@ -126,12 +133,10 @@ class Transcriber:
                  for w, s, d in words_with_times(pieces, frames, self.frame_s, sp.id_to_piece(sp.unk_id()))]
         return self.tok.decode(tokens), words
 
-    def transcribe(self, audio: Union[str, Path, np.ndarray], sample_rate: Optional[int] = None,
-                   channel: Optional[int] = None) -> Result:
-        """A path (any file libsndfile reads, or a ``cmd |`` pipe) or samples ([n] or [n, channels] at
-        ``sample_rate``) -> :class:`Result`. Long audio is cut at quiet points into segments."""
+    def audio(self, audio: Union[str, Path, np.ndarray], sample_rate: Optional[int] = None,
+              channel: Optional[int] = None) -> np.ndarray:
+        """A path or samples -> mono float32 [n] at the model's rate (logs what was done to it)."""
         from asrtrain.transcribe.audio_in import read_any, to_model_input
-        from asrtrain.transcribe.segment import cut_points
 
         name = None
         if isinstance(audio, (str, Path)):
@@ -144,8 +149,23 @@ class Transcriber:
         wave, done = to_model_input(data, int(sample_rate), self.rate, channel, name or "samples")
         if done:
             log.info("%s: %s", name or "samples", done)
+        return wave
+
+    def transcribe(self, audio: Union[str, Path, np.ndarray], sample_rate: Optional[int] = None,
+                   channel: Optional[int] = None, speaker_stats: Optional[np.ndarray] = None) -> Result:
+        """A path (any file libsndfile reads, or a ``cmd |`` pipe) or samples ([n] or [n, channels] at
+        ``sample_rate``) -> :class:`Result`. Long audio is cut at quiet points into segments; a
+        speaker-CMVN model normalises with ``speaker_stats`` when given (:meth:`audio`, then
+        :func:`asrtrain.features.cmvn.accumulate` over a speaker's files), else the whole file's stats."""
+        from asrtrain.features import cmvn
+        from asrtrain.transcribe.segment import cut_points
+
+        name = str(audio) if isinstance(audio, (str, Path)) else None
+        wave = self.audio(audio, sample_rate, channel)
         pieces = cut_points(wave, self.rate, self.max_segment_s)
-        feats = [self.features(wave[lo:hi]) for lo, hi in pieces]
+        if speaker_stats is None and self.cfg.features.cmvn == "speaker" and len(pieces) > 1:
+            speaker_stats = cmvn.accumulate(self.raw_features(wave))  # the file's stats, for every segment
+        feats = [self.features(wave[lo:hi], speaker_stats) for lo, hi in pieces]
         texts, words = [], []
         for (lo, _), lp in zip(pieces, self.log_probs(feats)):
             t, w = self.decode(lp, lo / self.rate)

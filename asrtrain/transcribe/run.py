@@ -15,21 +15,23 @@ log = logging.getLogger("asrtrain.transcribe")
 
 
 def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Optional[Path] = None,
-                      channel: Optional[int] = None, echo=print) -> int:
+                      channel: Optional[int] = None, echo=print, utt2spk: Optional[Path] = None) -> int:
     """Transcribe every input; write lines to ``out`` (atomically) or through ``echo``; returns the
-    number of inputs that failed."""
+    number of inputs that failed. ``utt2spk`` (utt id -> speaker; speaker-CMVN models) normalises each
+    file with its speaker's stats over all of that speaker's files, as training's per-speaker CMVN did."""
     from asrtrain.atomic import atomic_write_text
     from asrtrain.progress import Progress
     from asrtrain.transcribe.audio_in import expand_inputs
 
     pairs = expand_inputs(items)
+    spk_stats = _speaker_stats(transcriber, pairs, utt2spk, channel) if utt2spk is not None else {}
     lines: List[str] = []
     failed = 0
     t0, audio_s = time.time(), 0.0
     shown = Progress(len(pairs), "transcribe", log) if len(pairs) > 20 else None
     for utt, spec in pairs:
         try:
-            res = transcriber.transcribe(spec, channel=channel)
+            res = transcriber.transcribe(spec, channel=channel, speaker_stats=spk_stats.get(utt))
         except AsrError as err:
             failed += 1
             log.error("%s: %s", spec, err.render())
@@ -58,3 +60,26 @@ def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Opt
     log.info("transcribed %d of %d inputs (%.1f s of audio) in %.1f s, real-time factor %.3f",
              len(pairs) - failed, len(pairs), audio_s, elapsed, elapsed / max(audio_s, 1e-9))
     return failed
+
+
+def _speaker_stats(transcriber, pairs, utt2spk: Path, channel: Optional[int]):
+    """utt -> its speaker's CMVN stats [2, D+1] over every readable file of that speaker."""
+    from asrtrain.data.table import read_table
+    from asrtrain.features import cmvn
+
+    if transcriber.cfg.features.cmvn != "speaker":
+        raise AsrError("--utt2spk is for a model trained with per-speaker CMVN", utt2spk,
+                       fix=f"drop --utt2spk (this model's CMVN is {transcriber.cfg.features.cmvn})")
+    spk_of = read_table(utt2spk)
+    missing = [u for u, _ in pairs if u not in spk_of]
+    if missing:
+        raise AsrError(f"{len(missing)} input(s) have no speaker (e.g. '{missing[0]}')", utt2spk,
+                       fix="give every utterance id (file name without suffix, or wav.scp key) a line")
+    stats = {}
+    for utt, spec in pairs:
+        try:
+            feats = transcriber.raw_features(transcriber.audio(spec, channel=channel))
+        except AsrError:
+            continue  # named once when it is transcribed
+        stats[spk_of[utt]] = cmvn.accumulate(feats, stats.get(spk_of[utt]))
+    return {u: stats[spk_of[u]] for u, _ in pairs if spk_of[u] in stats}
