@@ -87,3 +87,15 @@ def test_cli_text_lines_from_a_wav_scp_with_a_pipe(exp, tmp_path, speechy):
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("u")]
     assert [ln.split()[0] for ln in lines] == ["u1", "u2"]
     assert lines[0].split()[1:] == lines[1].split()[1:]
+
+
+def test_cli_reads_paths_from_stdin_and_a_directory(exp, tmp_path, speechy):
+    from click.testing import CliRunner
+    from asrtrain.cli import cli
+    (tmp_path / "d").mkdir()
+    for name in ("x", "y"):
+        sf.write(tmp_path / "d" / f"{name}.wav", speechy(0.8, 16000), 16000)
+    res = CliRunner().invoke(cli, ["transcribe", str(exp), "-"], input=f"{tmp_path / 'd' / 'x.wav'}\n")
+    assert res.exit_code == 0 and res.stdout.split()[0] == "x", res.output
+    res = CliRunner().invoke(cli, ["transcribe", str(exp), str(tmp_path / "d")])
+    assert [ln.split()[0] for ln in res.stdout.splitlines()] == ["x", "y"], res.output
