@@ -199,6 +199,9 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
         save_config(cfg, stored)
         if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
             atomic_copy(tokenizer, exp_dir / "tokenizer.model")
+        stats = Path(train_dir) / "cmvn_global.ark"
+        if cfg.features.cmvn == "global" and stats.is_file():  # transcribe applies the training set's stats
+            atomic_copy(stats, exp_dir / "cmvn_global.ark")
         if priors is not None:  # CE training
             from asrtrain.model.priors import save_priors
             save_priors(priors, exp_dir / "priors.txt")
