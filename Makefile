@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # fails deep in pip's output. MIN_FREE_GB=0 skips it.
 MIN_FREE_GB ?= 12
 
-.PHONY: install demo test bench bench-gpu test-gpu clean check-space
+.PHONY: install demo test test-fast bench bench-gpu test-gpu clean check-space
 
 check-space:
 	@for d in "$(CURDIR)" "$${TMPDIR:-/tmp}"; do \
@@ -34,6 +34,10 @@ demo: install
 
 test: install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q tests
+
+# Everything but the tests that start learners or subprocesses (marked slow): for the edit-test loop.
+test-fast: install
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -m "not slow" tests
 
 bench: install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) scripts/bench_train.py

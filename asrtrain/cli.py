@@ -23,6 +23,8 @@ SUBCOMMANDS = {
     "lm": ("asrtrain.commands.lm", "lm", "Train a word n-gram LM (ARPA) for lexicon decoding."),
     "train": ("asrtrain.commands.train", "train", "Train a BLSTM acoustic model (single, ssgd, adpsgd, h-adpsgd, periodic; --dp; CPU or GPU)."),
     "decode": ("asrtrain.commands.decode", "decode", "Decode a data dir with a trained model (greedy, beam, or lexicon + word LM)."),
+    "pack": ("asrtrain.commands.pack", "pack", "Pack an exp dir's model into a self-contained dir (weights, tokenizer, CMVN, LM, card)."),
+    "transcribe": ("asrtrain.commands.transcribe", "transcribe", "Transcribe raw audio files with a trained model (text, json or ctm)."),
     "tune-lm": ("asrtrain.commands.tune", "tune_lm", "Choose the LM weight and word bonus of lexicon decoding on a dev set."),
     "forward": ("asrtrain.commands.forward", "forward", "Write log-likelihoods as a Kaldi ark for hybrid decoding."),
     "score": ("asrtrain.commands.score", "score", "Score hypotheses: Kaldi text, or Hub5 stm/ctm with a GLM."),

@@ -55,15 +55,6 @@ def env_int(name: str, default: int) -> int:
                        ) from None
 
 
-def usable_cpus() -> int:
-    """The cores this process may run on: its CPU affinity (what Slurm's ``--cpus-per-task``, taskset or a
-    cgroup cpuset leave it), not ``os.cpu_count()`` (every core of the host)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # no sched_getaffinity (macOS)
-        return os.cpu_count() or 1
-
-
 def local_rank() -> int:
     """This learner's index on its node (torchrun's / our spawner's LOCAL_RANK; 0 for one process)."""
     return env_int("LOCAL_RANK", 0)
@@ -181,4 +172,4 @@ def set_rng_state(state: dict, device: torch.device) -> None:
 
 
 __all__ = ["resolve_device", "bind_device", "autocast", "check_device_spec", "check_precision", "ScaledStep",
-           "make_scaler", "shares_gpu", "local_rank", "usable_cpus", "rng_state", "set_rng_state"]
+           "make_scaler", "shares_gpu", "local_rank", "rng_state", "set_rng_state"]

@@ -15,6 +15,9 @@ The full loop is :func:`asrtrain.train.loop.run` (batching, pinned prefetch, non
 schedule, clipping with the finite check, metrics, TensorBoard, the epoch checkpoint); the bare loop feeds
 the same batches, already collated into pinned memory, through autocast, backward and ``optimizer.step``.
 
+Every precision prints TFLOP/s beside audio-s/s: the work counted by :mod:`asrtrain.model.flops` from the
+model's shapes (matrix products only, valid frames only) over the seconds measured.
+
 Last lines: ``gpu_train_loop_over_bare: R`` (bf16 where it ran, else the first precision: audio-s/s of
 the loop over the bare loop) and ``gpu_<precision>_audio_s_per_s: X`` (the full loop). Each precision
 also prints the bare loop with the loop's per-step host check (gradient norm, loss and norm read on the
@@ -158,7 +161,10 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--targets", type=int, default=500, help="output units (word pieces)")
     ap.add_argument("--max-frames", type=int, default=64000, help="input frames per batch")
+    ap.add_argument("--max-utts", type=int, default=128, help="utterances per batch at most")
     ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra config override for every run, e.g. model.rnn_layout=packed_once (repeat)")
     ap.add_argument("--skip-adpsgd", action="store_true")
     ap.add_argument("--config", type=Path, default=ROOT / "recipes" / "synth" / "conf" / "train.yaml")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory (features, checkpoints)")
@@ -168,6 +174,7 @@ def main() -> None:
     from asrtrain.device import resolve_device
     from asrtrain.distributed.base import Strategy
     from asrtrain.model.blstm import build_model
+    from asrtrain.model.flops import train_flops
     from asrtrain.text.tokenizer import Tokenizer, train_tokenizer
     from asrtrain.train.batching import BatchSpec, learner_batches
     from asrtrain.features.dataset import AsrDataset
@@ -184,8 +191,8 @@ def main() -> None:
     tok = train_tokenizer(feats / "text", tmp / "tok", TokenizerConfig(model_type="word", vocab_size=args.targets))
     sets = [f"train.epochs={args.epochs}", "train.log_every_steps=1000", "train.average_last=1",
             f"model.num_layers={args.layers}", f"model.hidden={args.hidden}", "model.proj=0", "model.stack=3",
-            "model.subsample=3", f"train.max_frames={args.max_frames}", "train.max_utts=128", "model.dropout=0.1",
-            "specaug.enabled=false", "train.sortagrad=false"]
+            "model.subsample=3", f"train.max_frames={args.max_frames}", f"train.max_utts={args.max_utts}",
+            "model.dropout=0.1", "specaug.enabled=false", "train.sortagrad=false"] + args.sets
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         print(f"device: {name}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
@@ -201,15 +208,19 @@ def main() -> None:
                    for b in learner_batches(data.lengths, spec, e, Strategy().partition())]
                   for e in range(args.epochs)]
         audio = sum(b.num_frames for b in epochs[-1]) * cfg.features.frame_shift / 1000.0
+        sub = cfg.model.subsample
+        flops = train_flops(cfg.model, sum(int(((b.feat_lens + sub - 1) // sub).sum()) for b in epochs[-1]))
         run(0, 1, job, Strategy())
         loop_s, steps = epoch_seconds(job.exp_dir)  # the last epoch: warm caches, cuDNN plans chosen
         bare_loop(cfg, epochs[0], device, precision)  # warm-up epoch, not counted
         bare_s = bare_loop(cfg, epochs[-1], device, precision)
         checked_s = bare_loop(cfg, epochs[-1], device, precision, host_check=True)
         params = sum(p.numel() for p in build_model(cfg.model).parameters())
-        results[precision] = (audio / loop_s, audio / bare_s)
-        print(f"{precision}: {params / 1e6:.1f} M parameters, {audio:.0f} s of audio in {steps} steps; "
-              f"loop {audio / loop_s:.0f} audio-s/s, bare {audio / bare_s:.0f} audio-s/s, "
+        results[precision] = (audio / loop_s, audio / bare_s, flops / loop_s / 1e12)
+        print(f"{precision}: {params / 1e6:.1f} M parameters, {audio:.0f} s of audio in {steps} steps, "
+              f"{flops / audio / 1e9:.2f} GFLOP per audio-s (model/flops.py); "
+              f"loop {audio / loop_s:.0f} audio-s/s = {flops / loop_s / 1e12:.1f} TFLOP/s, "
+              f"bare {audio / bare_s:.0f} audio-s/s = {flops / bare_s / 1e12:.1f} TFLOP/s, "
               f"loop/bare {bare_s / loop_s:.3f}; bare with the per-step host check "
               f"{audio / checked_s:.0f} audio-s/s ({bare_s / checked_s:.3f} of bare)", flush=True)
     if "fp32" in results and "bf16" in results:
@@ -219,7 +230,12 @@ def main() -> None:
     key = "bf16" if "bf16" in results else next(iter(results))
     print(f"gpu_train_loop_over_bare: {results[key][0] / results[key][1]:.3f}")
     print(f"gpu_{key}_audio_s_per_s: {results[key][0]:.1f}")
+    print(f"gpu_{key}_tflop_s: {results[key][2]:.2f}")
 
 
 if __name__ == "__main__":
-    main()
+    from asrtrain.errors import AsrError
+    try:
+        main()
+    except AsrError as e:  # no CUDA, say: one line, not a traceback
+        raise SystemExit(f"bench_gpu: {e}")

@@ -26,13 +26,13 @@ smaller, ``model.num_layers=2 model.hidden=128`` (``--quick``: 1 x 32), warmup 1
    shows fixed vs random partners per epoch with each schedule's spectral gap; writes largebatch.png and
    largebatch.md into --work. (Before issue 13 this part read each learner's own model's dev loss.)
    --lb-reuse reads back finished runs (their curve.json) and trains only the missing ones.
-   What the README quotes (about 2 h on 2 cores; B = 1000 x 16 frames leaves every model on CTC's
+   What docs/results/large-batch.md quotes (about 2 h on 2 cores; B = 1000 x 16 frames leaves every model on CTC's
    plateau after 10 epochs, so B is one utterance per learner):
 
        python scripts/bench_strategies.py --parts largebatch --learners 16 --lb-base 5000 --lb-epochs 10
 
 Full-run data: --hours 1.0 of synthetic training speech (~1160 utterances), 100 dev and 200 test
-utterances; parts 1 and 2 use max_frames 4000 per learner, 2 and 3 epochs. The README's step and
+utterances; parts 1 and 2 use max_frames 4000 per learner, 2 and 3 epochs. The step and
 heterogeneity figures were measured with --hours 0.3 (347 utterances), the others with 1.0.
 
     python scripts/bench_strategies.py                    # everything (see --help for sizes)

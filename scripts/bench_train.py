@@ -25,7 +25,6 @@ import atexit
 import logging
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +32,6 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "train"))
 
 
 def main() -> None:
@@ -48,7 +46,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(args.threads)
 
-    from featfix import make_feat_dir
+    from asrtrain.features.toy import make_feat_dir
     from asrtrain.config import TokenizerConfig
     from asrtrain.distributed.base import Strategy
     from asrtrain.text.tokenizer import train_tokenizer, Tokenizer

@@ -3,6 +3,10 @@
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # asrtrain subprocesses
+
 
 def _lm_train(tmp_path, *flags):
     (tmp_path / "text").write_text("u1 a b c\nu2 b c d\n")

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # make in a subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -25,6 +25,14 @@ _POSITIVE = ("step_s", "batches", "params", "bytes_per_param", "slow_factor", "l
              "intra_gbps", "inter_gbit")
 _NON_NEGATIVE = ("spread", "slow_learners", "intra_latency_us", "inter_latency_us", "exchange_overhead_ms",
                  "fold_ms", "cores_per_node", "exchange_cpu_ms", "oversub_overhead")
+#: Upper bounds: each far above any real cluster or model, and low enough that no product of them
+#: (an epoch's seconds, bytes on the wire) overflows to inf or nan.
+_MAX = {"step_s": 1e4, "batches": 1e10, "params": 1e13, "bytes_per_param": 64, "spread": 10.0,
+        "slow_factor": 1e4, "slow_learners": MAX_LEARNERS, "learners_per_node": MAX_LEARNERS,
+        "intra_gbps": 1e6, "inter_gbit": 1e7, "intra_latency_us": 1e8, "inter_latency_us": 1e8,
+        "exchange_overhead_ms": 1e7, "fold_ms": 1e7, "cores_per_node": 1e6, "exchange_cpu_ms": 1e7,
+        "oversub_overhead": 1e3}
+MAX_EPOCHS = 100_000
 
 
 def _option(name: str) -> str:
@@ -41,11 +49,17 @@ def _check_options(over: dict, max_learners: int, epochs: int) -> None:
             kind = "positive" if positive else "non-negative"
             raise AsrError(f"{_option(name)} {value!r} must be a {kind} finite number",
                            fix=f"give {_option(name)} a {kind} value, or leave it out for the default")
+    for name, hi in _MAX.items():
+        value = over.get(name)
+        if value is not None and value > hi:
+            raise AsrError(f"{_option(name)} {value!r} is more than {hi:g}, beyond any cluster or model the "
+                           "simulation describes (its times would overflow)",
+                           fix=f"give {_option(name)} at most {hi:g}, or leave it out for the default")
     if not 1 <= max_learners <= MAX_LEARNERS:
         raise AsrError(f"--max-learners {max_learners} must be 1 .. {MAX_LEARNERS} (the simulation's time "
                        "and memory grow with the learner count)", fix="e.g. --max-learners 1024")
-    if epochs < 1:
-        raise AsrError(f"--epochs {epochs} must be >= 1", fix="give the epochs of the run, e.g. --epochs 16")
+    if not 1 <= epochs <= MAX_EPOCHS:
+        raise AsrError(f"--epochs {epochs} must be >= 1 and <= {MAX_EPOCHS}", fix="give the epochs of the run, e.g. --epochs 16")
 
 
 def _learner_counts(text: str) -> List[int]:

@@ -9,6 +9,7 @@ value, ``model.input_dim``/``model.num_targets`` must equal what the data gives,
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Tuple
 
@@ -16,6 +17,13 @@ from asrtrain.config import Config
 from asrtrain.config.file import coerce_value, field_type
 from asrtrain.config.yamlio import parse_override, read_yaml
 from asrtrain.errors import AsrError
+
+log = logging.getLogger(__name__)
+
+#: Keys only some strategies read: key -> the strategies that use it.
+STRATEGY_KEYS = {"dist.period": ("periodic",), "dist.period_max": ("periodic",),
+                 "dist.period_tolerance": ("periodic",), "dist.averaging": ("adpsgd", "h-adpsgd"),
+                 "dist.delay_by_one": ("adpsgd", "h-adpsgd")}
 
 
 def given_settings(path: Optional[Path], overrides: Iterable[str], extra: Iterable[Path] = ()
@@ -54,7 +62,29 @@ def check_train_settings(path: Optional[Path], overrides: Iterable[str], extra: 
             raise AsrError(f"{where} is ignored: the data gives {name} = {getattr(cfg.model, key)}",
                            file, line,
                            fix=f"drop {name} (it is derived from the features and the tokenizer)")
+        _check_applies(name, value, where, from_set, file, line, cfg)
         if section == "tokenizer" and from_set:
             raise AsrError(f"{where} is not used by train: the tokenizer is the --tokenizer model",
                            fix="train a tokenizer with asrtrain tokenizer train --vocab-size/--model-type, "
                                "then pass it with --tokenizer")
+
+
+def _check_applies(name: str, value: Any, where: str, from_set: bool, file: Optional[str], line: Optional[int],
+                   cfg: Config) -> None:
+    """A key the chosen strategy (or a run without --dp) never reads: an error when given on the command
+    line, a warning when it comes from a config file (a shared config may carry keys for other runs)."""
+    section, _, key = name.partition(".")
+    if getattr(getattr(Config(), section), key, None) == value:
+        return  # the default given explicitly (e.g. --no-delay-by-one) changes nothing
+    users = STRATEGY_KEYS.get(name)
+    if users is not None and cfg.dist.strategy not in users:
+        message = (f"{where} is ignored: --strategy {cfg.dist.strategy} does not use it (only "
+                   f"{' and '.join(users)} do{'es' if len(users) == 1 else ''})")
+        fix = f"drop {name}, or pass --strategy {users[0]}"
+    elif name.startswith("dp.") and name != "dp.enabled" and not cfg.dp.enabled:
+        message, fix = f"{where} is ignored: differential privacy is off", f"pass --dp as well, or drop {name}"
+    else:
+        return
+    if from_set:
+        raise AsrError(message, fix=fix)
+    log.warning("%s:%s: %s", file, line, message.replace("is ignored", "is ignored (it is in a config file)"))

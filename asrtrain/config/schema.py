@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Iterable, Optional
 
 from asrtrain.errors import AsrError
+from asrtrain.limits import (MAX_BATCH_FRAMES, MAX_BATCH_UTTS, MAX_BEAM, MAX_CONV_CHANNELS, MAX_HIDDEN, MAX_LAYERS,
+                             MAX_PARAMS, MAX_STACK, MAX_THREADS, MAX_VOCAB, estimated_params)
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ class TokenizerConfig:
 
     def validate(self) -> None:
         _choice("tokenizer.model_type", self.model_type, ("bpe", "unigram", "char", "word"))
-        _range("tokenizer.vocab_size", self.vocab_size, lo=2)
+        _range("tokenizer.vocab_size", self.vocab_size, lo=2, hi=MAX_VOCAB,
+               fix=f"give 2 .. {MAX_VOCAB} pieces, e.g. 300")
         _range("tokenizer.character_coverage", self.character_coverage, lo=0, hi=1, lo_open=True)
 
 
@@ -109,6 +112,17 @@ class ModelConfig:
     # second striding time by model.subsample; asrtrain/model/frontend.py). conv needs model.stack 1.
     frontend: str = "stack"
     conv_channels: int = 32
+    # How the LSTM stack is laid out for torch's kernels (asrtrain/model/rnn_stack.py), the same computation
+    # in each: auto (packed_per_layer on CUDA, padded on the CPU) | packed_per_layer (sort, pack and unpack
+    # in every layer) | packed_once (pack once for the stack, dropout on the packed data) | padded (one
+    # direction at a time over the padded batch, reversed within each length: oneDNN's fused RNN on the
+    # CPU, and on CUDA the shape cuDNN's persistent fp16 kernel needs). Not a model property: a checkpoint
+    # trained with one layout loads and runs with any other.
+    rnn_layout: str = "auto"
+    # Under train.precision=bf16 on CUDA the LSTMs run outside autocast in fp32 (autocast would run them in
+    # fp16, unscaled); true casts them to bf16 by hand instead, where the installed cuDNN takes bf16 LSTMs
+    # (checked at run time: its version and a tiny bf16 LSTM; refused with the reason otherwise).
+    rnn_bf16: bool = False
 
     def validate(self) -> None:
         _choice("model.loss", self.loss, ("ctc", "ce"))
@@ -121,13 +135,26 @@ class ModelConfig:
             raise AsrError(f"model.inter_ctc = {self.inter_ctc} needs model.loss ctc, at least 2 layers and "
                            "a weight below 1")
         _choice("model.frontend", self.frontend, ("stack", "conv"))
+        from asrtrain.model.rnn_stack import RNN_LAYOUTS
+        _choice("model.rnn_layout", self.rnn_layout, RNN_LAYOUTS)
         if self.frontend == "conv" and (self.stack != 1 or self.conv_channels < 1):
             raise AsrError(f"model.frontend conv subsamples by model.subsample itself: it needs "
                            f"model.stack 1 (it is {self.stack}) and model.conv_channels >= 1 "
                            f"(it is {self.conv_channels})")
-        for name in ("stack", "subsample", "num_layers", "hidden"):
-            _range(f"model.{name}", getattr(self, name), lo=1)
-        _range("model.proj", self.proj, lo=0, fix="0 means no projection")
+        for name, hi, example in (("stack", MAX_STACK, 3), ("subsample", MAX_STACK, 3),
+                                  ("num_layers", MAX_LAYERS, 4), ("hidden", MAX_HIDDEN, 320),
+                                  ("att_dim", MAX_HIDDEN, 320), ("conv_channels", MAX_CONV_CHANNELS, 32)):
+            _range(f"model.{name}", getattr(self, name), lo=1, hi=hi,
+                   fix=f"give 1 .. {hi}, e.g. model.{name}={example}")
+        _range("model.proj", self.proj, lo=0, hi=MAX_HIDDEN, fix=f"0 means no projection; at most {MAX_HIDDEN}")
+        _range("model.input_dim", self.input_dim, lo=0, hi=MAX_HIDDEN, fix="0 derives it from the features")
+        _range("model.num_targets", self.num_targets, lo=0, hi=MAX_VOCAB, fix="0 derives it from the tokenizer")
+        params = estimated_params(self.input_dim, self.num_targets, self.stack, self.num_layers, self.hidden,
+                                  self.proj, self.att_dim if self.att_weight > 0 else 0)
+        if params > MAX_PARAMS:
+            _fail("model.hidden", f"model.hidden = {self.hidden} with model.num_layers = {self.num_layers} "
+                  f"(model.proj = {self.proj}, model.stack = {self.stack}) is about {params:,} parameters, "
+                  f"more than the {MAX_PARAMS:,} accepted", "lower model.hidden or model.num_layers")
         _range("model.dropout", self.dropout, lo=0, hi=1, hi_open=True,
                fix="give the probability of zeroing a unit, e.g. 0.1 (0 = off)")
 
@@ -199,9 +226,13 @@ class TrainConfig:
         _range("train.weight_decay", self.weight_decay, lo=0, fix="e.g. 0 (off) or 1e-4")
         _range("train.warmup_steps", self.warmup_steps, lo=0, fix="0 means no warm-up")
         _range("train.grad_clip", self.grad_clip, lo=0, fix="give a gradient norm bound, e.g. 5 (0 = off)")
-        _range("train.max_utts", self.max_utts, lo=1, fix="give the most utterances per batch, e.g. 256")
+        _range("train.max_frames", self.max_frames, hi=MAX_BATCH_FRAMES,
+               fix=f"give the frames per batch, at most {MAX_BATCH_FRAMES}, e.g. 20000")
+        _range("train.max_utts", self.max_utts, lo=1, hi=MAX_BATCH_UTTS,
+               fix="give the most utterances per batch, e.g. 256")
         _range("train.bucket_width", self.bucket_width, lo=1)
-        _range("train.threads", self.threads, lo=0, fix="0 means the cores shared among the learners")
+        _range("train.threads", self.threads, lo=0, hi=MAX_THREADS,
+               fix="0 means the cores shared among the learners")
         _range("train.checkpoint_every_steps", self.checkpoint_every_steps, lo=0,
                fix="0 means only at the end of each epoch")
         _range("train.keep_checkpoints", self.keep_checkpoints, lo=1)
@@ -263,6 +294,9 @@ class DPConfig:
     def validate(self) -> None:
         if not self.enabled:
             return
+        for name in ("clip", "noise_multiplier", "epsilon", "delta", "max_step_share"):
+            _range(f"dp.{name}", getattr(self, name), fix=f"give a finite dp.{name} (see docs: a clip or noise "
+                   "of inf would skip or drown every step)")
         if self.clip <= 0:
             raise AsrError(f"dp.clip = {self.clip}: without per-example clipping DP gives no guarantee",
                            fix="set dp.clip to a positive norm bound, e.g. 1.0")
@@ -288,8 +322,9 @@ class DecodeConfig:
     def validate(self) -> None:
         _choice("decode.method", self.method, ("greedy", "beam", "lexicon"))
         _choice("decode.engine", self.engine, ("ours", "flashlight"))
-        _range("decode.beam_size", self.beam_size, lo=1)
-        _range("decode.batch_frames", self.batch_frames, lo=1)
+        _range("decode.beam_size", self.beam_size, lo=1, hi=MAX_BEAM, fix=f"give 1 .. {MAX_BEAM}, e.g. 8")
+        _range("decode.batch_frames", self.batch_frames, lo=1, hi=MAX_BATCH_FRAMES,
+               fix=f"give 1 .. {MAX_BATCH_FRAMES}, e.g. 40000")
         _range("decode.lm_weight", self.lm_weight, fix="give a finite weight, e.g. 1.0")
         _range("decode.word_bonus", self.word_bonus, fix="give a finite bonus, e.g. 4.0")
 

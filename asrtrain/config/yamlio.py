@@ -1,6 +1,10 @@
-"""YAML as our configs need it: PyYAML's safe loader, refusing a key given twice in one mapping.
+"""YAML as our configs need it: PyYAML's safe loader, refusing a key given twice in one mapping, and
+refusing anchors and aliases.
 
 PyYAML keeps the last of two equal keys silently; a config with ``lr: 0.1`` twice is a mistake we name.
+A config has no use for anchors (``&a``) and aliases (``*a``), and a few lines of nested aliases (a
+"billion laughs" file) expand to more objects than memory holds: both are refused where they are composed,
+before anything is built, naming the line.
 """
 
 from __future__ import annotations
@@ -14,7 +18,16 @@ from asrtrain.errors import AsrError
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently) and
+    any anchor or alias."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(
+                None, None, f"YAML anchors and aliases are not accepted in a config ("
+                f"{'*' if isinstance(event, yaml.AliasEvent) else '&'}{event.anchor})", event.start_mark)
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         seen = {}
@@ -64,7 +77,7 @@ def key_lines(text: str) -> Dict[str, int]:
                 walk(v, name)
 
     try:
-        walk(yaml.compose(text), "")
+        walk(yaml.compose(text, Loader=_StrictLoader), "")  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError:
         pass
     return out

@@ -22,11 +22,12 @@ headers and ``spk2gender`` from the speaker id's first letter (f/m), as Kaldi's 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 from pathlib import Path
-from typing import Dict, List, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from asrtrain.data.audio import audio_duration
 from asrtrain.data.datadir import DataDir, write_datadir
@@ -85,6 +86,27 @@ def check_layout(an4_dir: Path) -> None:
                                    "(holding etc/ and wav/)")
 
 
+def inputs_digest(an4_dir: Path) -> str:
+    """A sha256 over what the data dirs are made from: the transcription files' bytes and every audio
+    file's name, size and modification time (an edited transcript or a replaced file changes it)."""
+    h = hashlib.sha256()
+    for split, (trans, wav) in sorted(LISTS.items()):
+        h.update(f"{split}\0".encode())
+        h.update((an4_dir / "etc" / trans).read_bytes())
+        for p in sorted((an4_dir / "wav" / wav).rglob("*")):
+            st = p.stat()
+            h.update(f"{p.relative_to(an4_dir)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode("utf-8", "replace"))
+    return h.hexdigest()
+
+
+def _marker_params(marker: Path) -> Optional[dict]:
+    """The parameters an earlier run recorded in its marker, or None (no marker, or not ours)."""
+    try:
+        return json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def build_split(an4_dir: Path, split: str) -> DataDir:
     """One CMU list as an in-memory data dir (every transcribed utterance that has audio)."""
     trans_name, wav_name = LISTS[split]
@@ -132,8 +154,8 @@ def prepare_an4(an4_dir: PathLike, out_dir: PathLike, *, dev_utts: int = 100,
     check_layout(an4_dir)
     dirs = {s: out_dir / s for s in ("train", "dev", "test")}
     marker = out_dir / ".an4.done"
-    params = {"an4_dir": str(an4_dir.resolve()), "dev_utts": dev_utts}
-    if not force and marker.is_file() and json.loads(marker.read_text()) == params \
+    params = {"an4_dir": str(an4_dir.resolve()), "dev_utts": dev_utts, "inputs": inputs_digest(an4_dir)}
+    if not force and _marker_params(marker) == params \
             and all((d / "text").is_file() for d in dirs.values()):
         log.info("an4: %s is already prepared from these inputs (remove %s to redo)", out_dir, marker)
         return dirs

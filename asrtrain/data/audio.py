@@ -130,6 +130,10 @@ def _run_pipe(spec: str, where: Where) -> bytes:
 def _check_file(path: str, where: Where, channel: Optional[int]):
     """Return soundfile.info of a plain audio file, refusing missing, shorten and truncated files."""
     import soundfile as sf
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise where.error(f"audio file {path} is not a regular file (a device, FIFO or directory: reading "
+                          "it would never end or never start)",
+                          fix="name a regular audio file in wav.scp, or a 'command |' pipe")
     if not os.path.isfile(path):
         raise where.error(f"audio file not found: {path}",
                           fix="correct the path in wav.scp, or drop the recording with asrtrain data fix")
@@ -146,22 +150,27 @@ def _check_file(path: str, where: Where, channel: Optional[int]):
         raise where.error(f"cannot read audio file {path}: corrupt or unsupported format ({_sf_msg(err)})",
                           fix="check the file (e.g. with soxi or ffprobe) or drop it with asrtrain data fix"
                           ) from None
-    declared = None
-    if header is not None and "sample_count" in header:
-        try:
-            declared = int(header["sample_count"])
-        except ValueError:
-            declared = None
-    else:
-        m = re.search(r"^data : (\d+) \(should be (\d+)\)", info.extra_info or "", re.M)
-        if m and int(m.group(1)) not in (0, 0xFFFFFFFF) and int(m.group(2)) < int(m.group(1)):
-            declared = int(m.group(1)) // max(1, _bytes_per_frame(info))
+    declared = _declared_frames(info, header)
     if declared is not None and info.frames < declared:
         raise where.error(f"audio file {path} is truncated: {info.frames} of {declared} samples present",
                           fix="re-copy or re-extract the file, or drop it with asrtrain data fix")
     if info.frames == 0:
         raise where.error(f"audio file {path} holds no samples", fix="drop it with asrtrain data fix")
     return info
+
+
+def _declared_frames(info, header: Optional[Dict[str, str]] = None) -> Optional[int]:
+    """The sample count a file's header declares (SPHERE sample_count, or a wav data chunk longer than the
+    bytes present, as libsndfile reports it), or None when it declares none or all of it is there."""
+    if header is not None and "sample_count" in header:
+        try:
+            return int(header["sample_count"])
+        except ValueError:
+            return None
+    m = re.search(r"^data : (\d+) \(should be (\d+)\)", info.extra_info or "", re.M)
+    if m and int(m.group(1)) not in (0, 0xFFFFFFFF) and int(m.group(2)) < int(m.group(1)):
+        return int(m.group(1)) // max(1, _bytes_per_frame(info))
+    return None
 
 
 def _bytes_per_frame(info) -> int:
@@ -212,6 +221,14 @@ def read_recording(spec: str, channel: Union[None, int, str] = None, start: Opti
                               fix="make the command write a wav to stdout (e.g. sph2pipe -f wav)") from None
         if data.shape[0] == 0:
             raise where.error(f"pipe output holds no samples (in: {spec})", fix="run the command by hand")
+        try:
+            declared = _declared_frames(sf.info(io.BytesIO(raw)))
+        except Exception:  # noqa: BLE001 - it was read above; a header sf.info cannot parse declares nothing
+            declared = None
+        if declared is not None and data.shape[0] < declared:  # as a truncated file is refused
+            raise where.error(f"pipe output is truncated: {data.shape[0]} of the {declared} samples its header "
+                              f"declares (in: {spec})",
+                              fix="check that the command writes the whole recording (run it by hand)")
         lo, hi = segment_bounds(data.shape[0], rate, start, end, segment_where or where)
         return np.ascontiguousarray(_pick_channel(data[lo:hi], ch, spec, where)), rate
     info = _check_file(spec, where, ch)

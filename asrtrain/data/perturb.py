@@ -31,13 +31,20 @@ from asrtrain.data.audio import is_pipe
 from asrtrain.data.datadir import DataDir, PathLike, Segment, extra_kind, write_datadir
 from asrtrain.data.validate import validate
 from asrtrain.errors import AsrError
-from asrtrain.atomic import check_out_is_not_input
+from asrtrain.atomic import atomic_write_text, check_out_is_not_input
 
 log = logging.getLogger(__name__)
 
 SPEED_TABLE = "reco2speed"
 _SCALED = ("utt2dur", "reco2dur")
 _DROPPED = ("utt2num_frames", "utt2uniq")  # utt2uniq is rebuilt
+#: Speed factors accepted, in --factors and (combined, when perturbed dirs are perturbed again) in a
+#: reco2speed table: beyond them the audio is no longer speech a model should learn from (Kaldi's
+#: recipes use 0.9 and 1.1), and a hand-written 1e9 or 0.001 would allocate or stretch without bound.
+MIN_SPEED, MAX_SPEED = 0.5, 2.0
+#: What perturb_speed writes into OUT_DIR: the names it wrote, one a line, so a rerun replaces its own
+#: files and refuses a dir holding anything else (it never deletes what it did not make).
+MARKER = ".perturb_speed"
 
 
 def parse_factors(text: Union[str, Sequence[Union[str, float]]]) -> List[float]:
@@ -49,8 +56,9 @@ def parse_factors(text: Union[str, Sequence[Union[str, float]]]) -> List[float]:
             f = float(str(item).strip())
         except ValueError:
             raise AsrError(f"speed factor {item!r} is not a number", fix="give e.g. --factors 0.9,1.0,1.1") from None
-        if not 0.1 <= f <= 10:
-            raise AsrError(f"speed factor {f} is outside [0.1, 10]", fix="give e.g. --factors 0.9,1.0,1.1")
+        if not MIN_SPEED <= f <= MAX_SPEED:
+            raise AsrError(f"--factors: speed factor {f} is outside [{MIN_SPEED}, {MAX_SPEED}]",
+                           fix="give e.g. --factors 0.9,1.0,1.1")
         if f in out:
             raise AsrError(f"speed factor {f} is given twice", fix="list each factor once")
         out.append(f)
@@ -159,14 +167,39 @@ def perturb_speed(data_dir: PathLike, out_dir: PathLike, factors: Union[str, Seq
         raise AsrError("no wav.scp: speed perturbation needs the audio", data_dir / "wav.scp",
                        fix="perturb the data dir made by asrtrain prepare, before features")
     result = combine([perturb_copy(data, f, always_prefix, sox) for f in fs])
-    if out_dir.exists():
-        for name in ("feats.scp", "cmvn.scp", "utt2num_frames", ".done"):
-            (out_dir / name).unlink(missing_ok=True)
+    earlier = _earlier_output(out_dir)
+    for name in earlier:
+        (out_dir / name).unlink(missing_ok=True)  # our own files of an earlier run
+    (out_dir / MARKER).unlink(missing_ok=True)
     write_datadir(result, out_dir)
+    written = sorted(p.name for p in out_dir.iterdir() if p.name != MARKER)
+    atomic_write_text(out_dir / MARKER, "".join(n + "\n" for n in written))
     validate(out_dir, audio=not sox)
     log.info("perturb-speed %s -> %s: factors %s, %d utterances in, %d out", data_dir, out_dir,
              ",".join(map(repr, fs)), len(data.utt2spk), len(result.utt2spk))
     return replace(result, path=out_dir)
+
+
+def _earlier_output(out_dir: Path) -> List[str]:
+    """The files an earlier ``perturb_speed`` wrote into ``out_dir`` ([] for a new or empty dir); a dir
+    holding anything else (a feature dir, another data dir, a file of the user's) is refused."""
+    if not out_dir.exists():
+        return []
+    if not out_dir.is_dir():
+        raise AsrError("OUT_DIR exists and is not a directory", out_dir, fix="give a new directory path")
+    present = sorted(p.name for p in out_dir.iterdir())
+    if not present:
+        return []
+    marker = out_dir / MARKER
+    ours = set(marker.read_text(encoding="utf-8", errors="replace").split()) if marker.is_file() else set()
+    foreign = [n for n in present if n != MARKER and n not in ours]
+    if foreign:
+        kind = ("a feature dir" if "feats.scp" in foreign else "a data dir" if "utt2spk" in foreign
+                else "files perturb-speed did not write")
+        raise AsrError(f"OUT_DIR holds {kind} ('{foreign[0]}'{' ...' if len(foreign) > 1 else ''}), not an "
+                       "earlier perturb-speed output: it would be overwritten", out_dir,
+                       fix="give a new or empty OUT_DIR (perturb-speed never deletes what it did not write)")
+    return sorted(ours)
 
 
 def speed_of(data: DataDir, rec: str, where: Optional[str] = None) -> float:
@@ -178,8 +211,9 @@ def speed_of(data: DataDir, rec: str, where: Optional[str] = None) -> float:
         f = float(value)
     except ValueError:
         f = -1.0
-    if not f > 0:
-        raise AsrError(f"speed factor {value!r} of recording '{rec}' is not a positive number",
+    if not MIN_SPEED <= f <= MAX_SPEED:
+        raise AsrError(f"speed factor {value!r} of recording '{rec}' is not a number in "
+                       f"[{MIN_SPEED}, {MAX_SPEED}]",
                        where or (str(data.path / SPEED_TABLE) if data.path else SPEED_TABLE),
                        fix="write '<rec-id> <factor>' lines, or redo asrtrain data perturb-speed")
     return f

@@ -11,6 +11,7 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Tuple, Union
 
 from asrtrain.errors import AsrError
 from asrtrain.atomic import atomic_open
+from asrtrain.limits import check_line_length, check_regular_file
 
 
 def iter_lines(path: Union[str, Path]) -> Iterator[Tuple[int, str]]:
@@ -19,11 +20,13 @@ def iter_lines(path: Union[str, Path]) -> Iterator[Tuple[int, str]]:
     Raises AsrError naming the line on invalid UTF-8.
     """
     path = Path(path)
+    check_regular_file(path, "table")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise AsrError("file not found", path) from None
     for no, line in enumerate(raw.split(b"\n"), 1):
+        check_line_length(line, path, no)
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as err:

@@ -16,8 +16,8 @@ import math
 from pathlib import Path
 from typing import Iterator, Optional
 
-from asrtrain.device import usable_cpus
 from asrtrain.errors import AsrError
+from asrtrain.limits import MAX_BEAM, check_threads, usable_cores
 
 DEFAULT_THREADS = 1
 NBEST = 10  # hypotheses kept for attention rescoring unless asked otherwise
@@ -63,11 +63,10 @@ def check_oov_penalty(value: Optional[float], option: str = "--oov-penalty") -> 
 
 
 def resolve_threads(threads: int) -> int:
-    """The thread count for ``--threads`` (0: every core); a negative one is an error."""
-    if threads < 0:
-        raise AsrError(f"--threads must be >= 0, got {threads}",
-                       fix="give 1 (the default) or more, or 0 for every core")
-    return threads if threads > 0 else usable_cpus()
+    """The thread count for ``--threads`` (0: every core); a negative one, or one far above the cores
+    (:func:`asrtrain.limits.check_threads`), is an error."""
+    check_threads(threads, "--threads")
+    return threads if threads > 0 else usable_cores()
 
 
 @contextlib.contextmanager
@@ -90,8 +89,9 @@ def check_search(beam: Optional[int] = None, lm_weight: Optional[float] = None,
     """Refuse a beam below 1 (the searches would find nothing, or never end) and a non-finite LM weight or
     word bonus (every hypothesis would score NaN or infinity); None is not given. One line each, whether
     the value came from an option, --params or the exp config's decode section."""
-    if beam is not None and (isinstance(beam, bool) or int(beam) != beam or beam < 1):
-        raise AsrError(f"beam size {beam} must be an integer >= 1", fix="pass --beam-size 1 or more, e.g. 8")
+    if beam is not None and (isinstance(beam, bool) or int(beam) != beam or not 1 <= beam <= MAX_BEAM):
+        raise AsrError(f"beam size {beam} must be an integer >= 1 and <= {MAX_BEAM}",
+                       fix="pass --beam-size 1 or more, e.g. 8")
     for what, option, value in (("LM weight", "--lm-weight", lm_weight),
                                 ("word bonus", "--word-bonus", word_bonus)):
         if value is not None and not math.isfinite(value):

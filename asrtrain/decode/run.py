@@ -49,6 +49,12 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
     if not isinstance(state, dict):
         raise AsrError("no model in this file (expected a 'model' or 'avg_model' entry)", path,
                        fix="pass final.pt or a checkpoint written by asrtrain train")
+    bad = [n for n, t in state.items() if torch.is_tensor(t) and t.is_floating_point()
+           and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise AsrError(f"the model has non-finite weights ({', '.join(bad[:3])}): its hypotheses would be "
+                       "meaningless", path, fix="decode an earlier checkpoint (--checkpoint), or retrain with "
+                       "a lower train.lr")
     model = build_model(cfg.model).to(where)
     try:
         model.load_state_dict(state)

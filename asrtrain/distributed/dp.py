@@ -37,7 +37,7 @@ from torch's seeded PRNG (reproducible and resumable, not a cryptographic source
 Per-example gradients: one forward/backward per utterance of the batch ("microbatches of 1"). It works
 with the packed-sequence cuDNN/MKL BLSTM unchanged; torch.func's vmap has no batching rule for
 ``aten::lstm`` with packed variable-length input, and opacus' DPLSTM replaces the fused LSTM by a
-Python loop over time steps. Cost: see the README row (measured against a normal step).
+Python loop over time steps. Cost: docs/results/dp-periodic.md (measured against a normal step).
 """
 
 from __future__ import annotations
@@ -73,8 +73,15 @@ def noise_multiplier_for(epsilon: float, delta: float, sample_rate: float, steps
     from opacus.accountants.utils import get_noise_multiplier
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "optimal order is the largest alpha": the bound is still valid
-        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
-                                          steps=steps, accountant="rdp", epsilon_tolerance=0.005))
+        try:
+            return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta,
+                                              sample_rate=sample_rate, steps=steps, accountant="rdp",
+                                              epsilon_tolerance=0.005))
+        except ValueError as err:  # opacus: "The privacy budget is too low." (no noise reaches it)
+            raise AsrError(f"dp.epsilon = {epsilon} at dp.delta = {delta} cannot be reached by any noise "
+                           f"over {steps} steps at sample rate {sample_rate:.3g} (opacus: {err})",
+                           fix="raise dp.epsilon (or dp.delta), train fewer steps, or give "
+                               "dp.noise_multiplier instead") from None
 
 
 def epsilon_spent(history: List[Tuple[float, float, int]], delta: float) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import stat
 import struct
 from pathlib import Path
@@ -20,6 +21,7 @@ from asrtrain.config.file import load_section
 from asrtrain.data.table import read_table
 from asrtrain.errors import AsrError
 from asrtrain.features import cmvn
+from asrtrain.limits import check_regular_file
 
 PathLike = Union[str, Path]
 
@@ -61,6 +63,7 @@ class FeatureReader:
         self._transforms: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}  # speaker -> float32 (scale, offset)
         self._fds: Dict = {}
         self._maps: Dict[str, Optional[tuple]] = {}  # ark path -> (read-only map, its file); None: kaldiio
+        self._regular: set = set()  # ark paths checked to be regular files
         self._pid = os.getpid()
         if self.dim is None and self._scp:
             self.dim = self.load_raw(next(iter(self._scp))).shape[1]
@@ -70,6 +73,7 @@ class FeatureReader:
         if not path.exists():
             raise AsrError(f"features.yaml says cmvn: {self.config.cmvn} but {name} is missing", path,
                            fix="recompute the features with asrtrain features")
+        check_regular_file(path, name)
         return path
 
     def __getstate__(self):
@@ -115,6 +119,7 @@ class FeatureReader:
             spec = self._scp[utt]
         except KeyError:
             raise AsrError(f"utterance '{utt}' is not in feats.scp", self.feat_dir / "feats.scp") from None
+        self._check_ark(utt, spec)
         mat = self._mapped(spec)
         if mat is None:
             mat = self._kaldiio(utt, spec)
@@ -130,6 +135,19 @@ class FeatureReader:
                            self.feat_dir / "utt2num_frames", self._line_of(utt, "utt2num_frames"),
                            fix="recompute the features with asrtrain features (or delete utt2num_frames)")
         return mat
+
+    def _check_ark(self, utt: str, spec: str) -> None:
+        """Refuse an entry whose ark is not a regular file (``/dev/zero:0`` would be read without end, a
+        FIFO would block the open until a writer comes); a pipe entry (``cmd |``) is kaldiio's to run."""
+        if spec.rstrip().endswith("|"):
+            return
+        path = re.sub(r"\[[^\]]*\]$", "", spec.strip())
+        head, _, off = path.rpartition(":")
+        path = head if head and off.isdigit() else path
+        if path not in self._regular:
+            if os.path.exists(path) and not os.path.isfile(path):
+                check_regular_file(path, f"the ark of '{utt}'", self.feat_dir / "feats.scp", self._line_of(utt))
+            self._regular.add(path)
 
     # A Kaldi binary float matrix: "\0B", "FM ", then "\x04" and int32 rows, "\x04" and int32 cols, the data.
     _FM_HEADER = b"\0BFM \x04"

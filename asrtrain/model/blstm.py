@@ -7,15 +7,14 @@ Shapes: input ``(N, T, D)`` features, lengths ``(N,)``; output ``(N, T', V)`` lo
 
 from __future__ import annotations
 
-import contextlib
-import functools
-
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from asrtrain.config import ModelConfig
+# the layer runners live in rnn_stack; imported here too, where tests and benchmarks have found them
+from asrtrain.model.rnn_stack import (blstm_packed, blstm_padded, padded_path_on_cpu,  # noqa: F401
+                                      reverse_index, rnn_outside_autocast, run_stack)
 
 
 def stack_frames(x: torch.Tensor, lengths: torch.Tensor, stack: int, subsample: int):
@@ -37,91 +36,6 @@ def stack_frames(x: torch.Tensor, lengths: torch.Tensor, stack: int, subsample: 
     out = frames[:, ::subsample]
     out_lengths = torch.div(lengths + subsample - 1, subsample, rounding_mode="floor")
     return out.contiguous(), out_lengths
-
-
-def reverse_index(lengths: torch.Tensor, t: int) -> torch.Tensor:
-    """(N, T) time indices that reverse each utterance's first ``lengths[n]`` frames and leave its padding
-    in place. The map is its own inverse."""
-    steps = torch.arange(t, device=lengths.device).unsqueeze(0)
-    last = lengths.unsqueeze(1) - 1
-    return torch.where(steps <= last, last - steps, steps)
-
-
-def blstm_padded(layer: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """One bidirectional ``layer`` over the padded batch ``x`` (N, T, D) -> (N, T, 2 x out), equal on the
-    valid frames to running it over the packed batch (tested).
-
-    Why: on the CPU torch runs an LSTM over a PackedSequence with its native time loop, but a padded
-    batch through oneDNN's fused RNN, 2.3-2.6x faster for the recipes' layers (``scripts/bench_rnn.py``).
-    Padding is harmless in the forward direction (it comes after the valid frames); the backward direction
-    runs forward over each utterance reversed within its length (padding left at the end), and its output
-    is reversed back. Outputs at padded frames are garbage and never read: CTC and CE stop at ``lengths``,
-    and the next layer's directions see them only after each utterance's valid frames.
-    ``lengths`` (N,) on the device of ``x``."""
-    n, t, _ = x.shape
-    outputs = []
-    for suffix in ("", "_reverse"):
-        weights = [getattr(layer, f"{kind}_l0{suffix}") for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        if layer.proj_size > 0:
-            weights.append(getattr(layer, f"weight_hr_l0{suffix}"))
-        h0 = x.new_zeros(1, n, layer.proj_size or layer.hidden_size)
-        c0 = x.new_zeros(1, n, layer.hidden_size)
-        if suffix:
-            index = reverse_index(lengths, t).unsqueeze(-1)
-            x = torch.gather(x, 1, index.expand(-1, -1, x.shape[2]))
-        out, _, _ = torch.lstm(x, (h0, c0), weights, True, 1, 0.0, layer.training, False, True)
-        if suffix:
-            out = torch.gather(out, 1, index.expand(-1, -1, out.shape[2]))
-        outputs.append(out)
-    return torch.cat(outputs, dim=-1)
-
-
-def blstm_packed(layer: nn.LSTM, x: torch.Tensor, cpu_lengths: torch.Tensor) -> torch.Tensor:
-    """One bidirectional ``layer`` over ``x`` (N, T, D) packed by ``cpu_lengths``: cuDNN's path."""
-    packed = pack_padded_sequence(x, cpu_lengths, batch_first=True, enforce_sorted=False)
-    out, _ = layer(packed)
-    return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
-
-
-def padded_path_on_cpu(x: torch.Tensor) -> bool:
-    """Whether a CPU layer may take :func:`blstm_padded`: oneDNN's RNN runs fp32 everywhere, bf16 and
-    fp16 only where the CPU has them (otherwise it cannot build its primitive); those fall back to the
-    packed path, torch's native loop, as before."""
-    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else x.dtype
-    if dtype == torch.bfloat16:
-        return torch.ops.mkldnn._is_mkldnn_bf16_supported() and _onednn_lstm_runs(dtype)
-    if dtype == torch.float16:
-        return torch.ops.mkldnn._is_mkldnn_fp16_supported() and _onednn_lstm_runs(dtype)
-    return True
-
-
-@functools.lru_cache(maxsize=None)
-def _onednn_lstm_runs(dtype: torch.dtype) -> bool:
-    """Whether oneDNN can build its LSTM primitive in ``dtype`` on this CPU: a CPU with AVX512-FP16 makes
-    ``_is_mkldnn_fp16_supported()`` true, yet oneDNN may still refuse the fp16 LSTM ("could not create a
-    primitive descriptor"), so one tiny forward is tried as the model makes it (fp32 tensors under
-    autocast, weights that need gradients), once per process and dtype."""
-    try:
-        with torch.autocast("cpu", dtype=dtype):
-            x = torch.zeros(1, 2, 4)
-            h = torch.zeros(1, 1, 3)
-            w = [torch.zeros(12, 4, requires_grad=True), torch.zeros(12, 3, requires_grad=True),
-                 torch.zeros(12, requires_grad=True), torch.zeros(12, requires_grad=True)]
-            torch.lstm(x, (h, h), w, True, 1, 0.0, True, False, True)
-    except RuntimeError:
-        return False
-    return True
-
-
-def rnn_outside_autocast(x: torch.Tensor) -> bool:
-    """True under a bf16 autocast on CUDA: there the LSTMs must run outside autocast, in fp32.
-
-    torch's autocast wrapper for cuDNN RNNs (aten/src/ATen/cudnn/AutocastRNN.cpp) casts input and weights
-    to fp16 whatever dtype autocast was asked for, so under bf16 the LSTMs would run in fp16 with no
-    gradient scaler (bf16 gets none) and small gradients would underflow unseen. fp16 keeps autocast's
-    fp16 LSTMs: its scaler protects them. On the CPU autocast runs the LSTMs in the asked dtype."""
-    return (x.is_cuda and torch.is_autocast_enabled("cuda")
-            and torch.get_autocast_dtype("cuda") == torch.bfloat16)
 
 
 class BLSTM(nn.Module):
@@ -188,20 +102,8 @@ class BLSTM(nn.Module):
             h, lengths = self.frontend(x, lengths)
         else:
             h, lengths = stack_frames(x, lengths, self.cfg.stack, self.cfg.subsample)
-        cpu_lengths = lengths.cpu()
-        fp32_rnn = rnn_outside_autocast(h)
-        middle = None
-        for i, layer in enumerate(self.layers):
-            if i == len(self.layers) // 2 and inter:
-                middle = h
-            if h.is_cuda:
-                with torch.autocast("cuda", enabled=False) if fp32_rnn else contextlib.nullcontext():
-                    h = blstm_packed(layer, h.float() if fp32_rnn else h, cpu_lengths)
-            elif padded_path_on_cpu(h):
-                h = blstm_padded(layer, h, cpu_lengths)
-            else:
-                h = blstm_packed(layer, h, cpu_lengths)
-            h = self.dropout(h)
+        h, middle = run_stack(self.layers, self.dropout, h, lengths, self.cfg.rnn_layout,
+                              len(self.layers) // 2 if inter else None, self.cfg.rnn_bf16)
         return h, lengths, middle
 
 

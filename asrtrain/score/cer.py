@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Optional, Union
 
+from asrtrain.limits import check_alignable
 from asrtrain.score.report import default_text_name, read_text_pair, write_summary
 from asrtrain.score.wer import Counts, fold_case
 
@@ -41,6 +42,9 @@ def score_cer(ref_path: Union[str, Path], hyp_path: Union[str, Path], name: Opti
         log.warning("CER: %d reference utterance(s) are empty and left out, e.g. %s", len(empty), empty[0])
         utts = [u for u in utts if ref[u]]
     fold = (lambda t: t) if case_sensitive else fold_case
+    for u in utts:
+        check_alignable(len(" ".join(ref[u])), len(" ".join(hyp.get(u, []))), f"utterance '{u}'", hyp_path,
+                        unit="characters")
     total = char_counts([fold(" ".join(ref[u])) for u in utts],
                         [fold(" ".join(hyp.get(u, []))) for u in utts])
     if out_dir is not None:

@@ -32,6 +32,7 @@ from asrtrain.score.ctm import CtmItem, filter_ctm, group_by_channel, read_ctm, 
 from asrtrain.score.glm import load_rules
 from asrtrain.score.report import Scored, write_reports
 from asrtrain.score.stm import Segment, read_stm, tokenize
+from asrtrain.limits import check_alignable
 from asrtrain.score.wer import Counts, Net, align, build_net, fold_case, make_word
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,9 @@ def align_hub5(stm: PathLike, ctm: Optional[PathLike] = None, glm: Optional[Path
             text = ref_rules.filter_text(seg.text, delete_hyphens)
             ref = build_net(clean_ref_items(tokenize(text, str(stm), seg.line), hesitations),
                             make=_mk_cased if case_sensitive else _mk)
-            pairs = align(ref, hyp_net(items, case_sensitive))
+            hyp = hyp_net(items, case_sensitive)
+            check_alignable(len(ref.words), len(hyp.words), "segment", stm, seg.line)
+            pairs = align(ref, hyp)
             spk = seg.spk.lower()
             n = spk_count.get(spk, 0)
             spk_count[spk] = n + 1

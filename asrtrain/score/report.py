@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from asrtrain.data.table import read_table
+from asrtrain.limits import check_alignable
 from asrtrain.errors import AsrError
 from asrtrain.atomic import atomic_open, atomic_write_text
 from asrtrain.score.wer import Counts, Pair, align_words, ascii_upper, fold_case
@@ -158,6 +159,7 @@ def align_text(ref_path: Union[str, Path], hyp_path: Union[str, Path],
                     len(missing), len(ref), missing[0])
     scored: List[Scored] = []
     for utt in sorted(ref):
+        check_alignable(len(ref[utt]), len(hyp.get(utt, [])), f"utterance '{utt}'", hyp_path)
         pairs = align_words(ref[utt], hyp.get(utt, []), case_sensitive)
         scored.append(Scored(utt, spk_map.get(utt) or speaker_of(utt), pairs, Counts().add_pairs(pairs),
                              "missing from hypothesis" if utt not in hyp else ""))

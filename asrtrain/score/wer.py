@@ -32,6 +32,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
+from asrtrain.limits import check_alignable
+
 NULL = "@"
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -163,6 +165,7 @@ def align(ref: Net, hyp: Net) -> List[Pair]:
     deleted optional word is reported as correct with no hyp word (sclite ``-D``).
     """
     na, nb = len(ref.words), len(hyp.words)
+    check_alignable(na, nb, "alignment")
     big = 1 << 60
     dist = [[big] * nb for _ in range(na)]
     back = [[(-1, -1)] * nb for _ in range(na)]

@@ -270,6 +270,11 @@ def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -
             elif t.is_floating_point():
                 total[name] += t.double()
     out = {n: ((t / len(paths)).float() if t.is_floating_point() else t).cpu() for n, t in total.items()}
+    bad = [n for n, t in out.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise AsrError(f"the average of {len(paths)} checkpoint(s) has non-finite weights ({', '.join(bad[:3])}); "
+                       "nothing written", ckpt_dir(exp_dir),
+                       fix="average fewer, earlier checkpoints (--last), or retrain with a lower train.lr")
     log.info("averaged %d checkpoints: %s", len(paths), ", ".join(p.name for p in paths))
     return out
 

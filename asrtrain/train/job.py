@@ -185,6 +185,12 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
                            fix="resume with the original options or use a new --exp-dir")
         check_same_tokenizer(tokenizer, exp_dir)
         finished = run_finished(exp_dir, cfg.train.epochs)
+    elif resume and ckpts.is_dir() and any(ckpts.glob("*.pt")):
+        # Without the run's config.yaml no setting of this resume (a new train.lr, another model) can be
+        # checked against the run's: continuing would train the checkpoint under settings nobody chose.
+        raise AsrError("--resume: the run's config.yaml is missing, so this run's settings cannot be checked "
+                       "against the ones the checkpoints were trained with", stored,
+                       fix="restore config.yaml into the exp dir, or start over with --restart")
     elif not resume and not restart and ckpts.is_dir() and any(ckpts.glob("*.pt")):
         raise AsrError("exp dir already holds a training run", exp_dir,
                        fix="add --resume to continue it, --restart to start over, or choose a new --exp-dir")
@@ -193,6 +199,9 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
         save_config(cfg, stored)
         if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
             atomic_copy(tokenizer, exp_dir / "tokenizer.model")
+        stats = Path(train_dir) / "cmvn_global.ark"
+        if cfg.features.cmvn == "global" and stats.is_file():  # transcribe applies the training set's stats
+            atomic_copy(stats, exp_dir / "cmvn_global.ark")
         if priors is not None:  # CE training
             from asrtrain.model.priors import save_priors
             save_priors(priors, exp_dir / "priors.txt")

@@ -26,11 +26,13 @@ import torch
 import torch.nn.functional as F
 
 from asrtrain.config import Config
-from asrtrain.device import ScaledStep, autocast, check_precision, env_int, make_scaler, resolve_device, usable_cpus
+from asrtrain.device import ScaledStep, autocast, check_precision, env_int, make_scaler, resolve_device
+from asrtrain.limits import usable_cores
 from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.runtime.beacon import note_progress
 from asrtrain.errors import AsrError
 from asrtrain.model.blstm import build_model
+from asrtrain.model.rnn_stack import check_rnn_bf16
 from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.batching import BatchSource, BatchSpec, batch_source, oversized
 from asrtrain.features.dataset import AsrDataset, Batch, prefetch
@@ -249,6 +251,7 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
     cfg = job.cfg
     device = resolve_device(cfg.train.device)
     check_precision(cfg.train.precision, device)
+    check_rnn_bf16(cfg.model.rnn_bf16, cfg.train.precision, device)
     seed_everything(cfg.train.seed)  # same initial weights on every learner ...
     tokenizer = None
     if cfg.model.loss == "ctc":
@@ -353,9 +356,10 @@ def threads_for(cfg: Config, learners_here: int) -> int:
     """Torch intra-op threads per learner: ``train.threads``, else the cores shared by the learners on
     this node (under torchrun/srun LOCAL_WORLD_SIZE of them, not ``dist.learners``)."""
     if cfg.train.threads > 0:
-        return cfg.train.threads
+        from asrtrain.limits import check_threads
+        return check_threads(cfg.train.threads, "train.threads")
     local = env_int("LOCAL_WORLD_SIZE", 0)
-    return max(1, usable_cpus() // max(1, local or learners_here))
+    return max(1, usable_cores() // max(1, local or learners_here))
 
 
 __all__ = ["TrainJob", "LearnerState", "Learner", "run", "compute_loss", "batch_count", "train_one_epoch", "compute_validation_loss",

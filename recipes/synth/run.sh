@@ -21,7 +21,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 stage=0
 stop_stage=100
-hours=6  # chosen on dev over 4 h x 6 and 4 h x 9 epochs, 3 seeds each (README, Status)
+hours=6  # chosen on dev over 4 h x 6 and 4 h x 9 epochs, 3 seeds each (docs/results/index.md)
 vocab_size=150
 seed=1
 nj=2

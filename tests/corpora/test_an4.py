@@ -7,8 +7,8 @@ import pytest
 from asrtrain.corpora.an4 import prepare_an4, read_transcription, utt_id
 from asrtrain.data.table import read_table
 from asrtrain.data.validate import validate
-from cli_helpers import one_error, run
-from an4_fixture import TEST, TRAIN, make_an4
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.an4_fixture import TEST, TRAIN, make_an4
 
 REAL_AN4 = Path(__file__).resolve().parents[2] / ".." / "shared" / "an4"
 
@@ -83,3 +83,15 @@ def test_real_an4_counts(tmp_path):
     spk_train = set(read_table(dirs["train"] / "utt2spk").values())
     spk_dev = set(read_table(dirs["dev"] / "utt2spk").values())
     assert len(spk_train | spk_dev) == 74
+
+
+def test_prepare_redoes_when_the_transcription_changed(an4, tmp_path):
+    """Issue 57: "already prepared from these inputs" after the transcription changed was a silent
+    acceptance; the marker now covers the transcription's contents."""
+    out = tmp_path / "data"
+    assert run("prepare", "an4", an4, out, "--dev-utts", "2").exit_code == 0
+    trans = an4 / "etc" / "an4_train.transcription"
+    trans.write_text(trans.read_text().replace("RUBOUT A B", "RUBOUT A C"))
+    r = run("prepare", "an4", an4, out, "--dev-utts", "2")
+    assert r.exit_code == 0, r.output
+    assert read_table(out / "train" / "text")["fbbh-cen7-b"] == "RUBOUT A C"

@@ -13,7 +13,7 @@ from asrtrain.cli import cli
 from asrtrain.corpora.eval2000 import extend_segments, prepare_eval2000
 from asrtrain.data.table import read_table
 from asrtrain.errors import AsrError
-from swbd_fixture import GLM, make_hub5
+from tests.helpers.swbd_fixture import GLM, make_hub5
 
 
 @pytest.fixture(scope="module")

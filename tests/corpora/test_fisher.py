@@ -11,7 +11,7 @@ from asrtrain.corpora.fisher import prepare_fisher
 from asrtrain.corpora.swbd import prepare_swbd
 from asrtrain.data.table import read_table
 from asrtrain.errors import AsrError
-from swbd_fixture import make_fisher, make_swbd
+from tests.helpers.swbd_fixture import make_fisher, make_swbd
 
 
 def test_ids_text_segments_and_audio(tmp_path):

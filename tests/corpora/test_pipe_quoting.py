@@ -8,7 +8,7 @@ import soundfile as sf
 
 from asrtrain.corpora.ldc import wav_scp_entries
 from asrtrain.data.audio import read_recording
-from sphere_fixture import tone, write_sphere
+from tests.helpers.sphere_fixture import tone, write_sphere
 
 
 def test_sph2pipe_commands_quote_program_and_path(tmp_path):

@@ -17,7 +17,7 @@ from asrtrain.corpora.ldc import Utterance, remove_dup_utts
 from asrtrain.corpora.swbd import build_acronym_map, map_word, prepare_swbd
 from asrtrain.data.table import read_table
 from asrtrain.errors import AsrError
-from swbd_fixture import SR, TONE_A, TONE_B, make_swbd
+from tests.helpers.swbd_fixture import SR, TONE_A, TONE_B, make_swbd
 
 FILES = ("text", "segments", "utt2spk", "spk2utt", "wav.scp", "reco2file_and_channel")
 

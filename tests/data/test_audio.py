@@ -8,7 +8,7 @@ import soundfile as sf
 
 from asrtrain.data.audio import channel_index, load_audio, sphere_header
 from asrtrain.errors import AsrError
-from sphere_fixture import tone, ulaw_decode, ulaw_encode, write_sphere
+from tests.helpers.sphere_fixture import tone, ulaw_decode, ulaw_encode, write_sphere
 
 
 def _stereo(rate=8000, seconds=0.5):

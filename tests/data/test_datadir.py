@@ -8,10 +8,10 @@ import pytest
 from asrtrain.data.validate import find_problems, validate
 from asrtrain.data.datadir import DataDir, Segment, read_datadir, write_datadir
 from asrtrain.data.subsets import split_speakers
-from sphere_fixture import make_data_dir, tone, write_sphere
+from tests.helpers.sphere_fixture import make_data_dir, tone, write_sphere
 
 
-from cli_helpers import one_error, run  # noqa: E402,F401
+from tests.helpers.cli_helpers import one_error, run  # noqa: F401
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import one_error, run
-from sphere_fixture import make_data_dir
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.sphere_fixture import make_data_dir
 
 
 @pytest.fixture

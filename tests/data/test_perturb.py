@@ -9,8 +9,8 @@ from asrtrain.data.audio import speed_perturb
 from asrtrain.data.perturb import parse_factors, perturb_speed, sox_entry
 from asrtrain.data.table import read_table
 from asrtrain.data.validate import validate
-from cli_helpers import one_error, run
-from sphere_fixture import make_data_dir
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.sphere_fixture import make_data_dir
 
 
 def _peak_hz(x: np.ndarray, rate: int) -> float:

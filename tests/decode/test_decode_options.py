@@ -1,15 +1,11 @@
 """decode / tune-lm / forward: options the search cannot use are one-line errors (never silently ignored),
 --threads sets torch's threads for the run, and decode logs its progress."""
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "trust"))
-from cli_helpers import one_error, run  # noqa: E402
-from corpus_world import build_world  # noqa: E402
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.corpus_world import build_world
 
 
 @pytest.fixture(scope="module")

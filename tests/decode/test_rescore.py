@@ -1,9 +1,6 @@
 """Attention rescoring of the lexicon n-best: the decoder's per-hypothesis log-probability, the choice it
 makes, and the refusals."""
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -12,8 +9,7 @@ from asrtrain.errors import AsrError
 from asrtrain.model.attention import AttentionDecoder
 from asrtrain.model.blstm import build_model
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-from test_attention import small, two_orders_model  # noqa: E402
+from tests.helpers.attention_model import small, two_orders_model
 
 
 def test_sequence_logprob_is_minus_each_utterances_ce():

@@ -6,10 +6,12 @@ import re
 
 import pytest
 
-import dist_toyloop as toyloop
+from tests.helpers import dist_toyloop as toyloop
 from asrtrain.config import DistConfig
 from asrtrain.distributed.runtime.launch import run_learners
 from asrtrain.errors import AsrError
+
+pytestmark = pytest.mark.slow  # spawned learners, killed and hung on purpose
 
 TIMEOUT_S = 10.0
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-import dist_periodic_loop as ploop
+from tests.helpers import dist_periodic_loop as ploop
 from asrtrain.config import DistConfig, DPConfig
 from asrtrain.distributed.dp import epsilon_spent
 from asrtrain.distributed.runtime.launch import run_learners
+
+pytestmark = pytest.mark.slow  # the module fixture runs spawned learners
 
 ADAPTIVE = DistConfig(strategy="periodic", learners=2, period="adaptive", period_max=16)
 DP = DPConfig(enabled=True, clip=0.5, noise_multiplier=1.0, delta=1e-3)

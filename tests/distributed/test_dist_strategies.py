@@ -9,9 +9,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-import dist_toyloop as toyloop
+from tests.helpers import dist_toyloop as toyloop
 from asrtrain.config import DistConfig
 from asrtrain.distributed.runtime.launch import run_learners
+
+pytestmark = pytest.mark.slow  # spawned learners
 
 MEAN = [DistConfig(strategy="adpsgd", learners=4, averaging=a, delay_by_one=d)
         for a in ("fixed", "random") for d in (False, True)]

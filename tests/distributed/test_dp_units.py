@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from asrtrain.config import DistConfig, DPConfig
-from dist_toyloop import Rows
+from tests.helpers.dist_toyloop import Rows
 from asrtrain.config.file import load_config
 from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.dp import DPStrategy, epsilon_spent, noise_multiplier_for

@@ -11,6 +11,8 @@ from asrtrain.distributed.hadpsgd import HADPSGD
 from asrtrain.distributed.runtime.launch import run_learners
 from asrtrain.errors import AsrError
 
+pytestmark = pytest.mark.slow  # spawned learners
+
 
 def disagreeing(rank: int, world_size: int, _args) -> None:
     """Ranks 0-1 think M=2 (two groups), ranks 2-3 think M=1 (four groups): both layouts are valid alone."""

@@ -12,7 +12,7 @@ from asrtrain.simulate.report import blstm_params, published_v100
 from asrtrain.simulate.model import Link, Plan, broadcast_s, ring_allreduce_s
 from asrtrain.simulate.epoch import parse_plan, simulate_epoch, sweep
 from asrtrain.errors import AsrError
-from tests.distributed.simcases import FREE, cluster, work
+from tests.helpers.simcases import FREE, cluster, work
 
 
 def test_one_learner_is_batches_times_step():

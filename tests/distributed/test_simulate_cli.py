@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.cli_helpers import one_error, run
+from tests.helpers.cli_helpers import one_error, run
 
 
 def test_simulate_command(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from asrtrain.simulate.model import Link, Plan
 from asrtrain.simulate.epoch import simulate_epoch
 from asrtrain.errors import AsrError
-from tests.distributed.simcases import FREE, shared, work
+from tests.helpers.simcases import FREE, shared, work
 
 
 def test_shared_walls_by_hand():

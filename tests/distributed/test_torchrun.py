@@ -21,7 +21,9 @@ import pytest
 import torch
 import yaml
 
-from featfix import make_task
+from tests.helpers.featfix import make_task
+
+pytestmark = pytest.mark.slow  # torchrun subprocesses
 
 TASK = ["model.num_layers=1", "model.hidden=32", "model.subsample=2", "model.dropout=0.0",
         "train.max_frames=1500", "train.max_utts=4", "train.warmup_steps=4", "train.lr=0.02",

@@ -12,10 +12,10 @@ from asrtrain.config import FeatureConfig
 from asrtrain.data.audio import load_audio
 from asrtrain.features.fbank import fbank
 from asrtrain.features.reader import FeatureReader
-from sphere_fixture import make_data_dir, tone, write_sphere
+from tests.helpers.sphere_fixture import make_data_dir, tone, write_sphere
 
 
-from cli_helpers import one_error, run  # noqa: E402,F401
+from tests.helpers.cli_helpers import one_error, run  # noqa: F401
 
 
 @pytest.fixture
@@ -222,6 +222,7 @@ def test_two_channel_sphere_segments_and_pipes(tmp_path):
         assert (out / name).read_text() == (d / name).read_text()
 
 
+@pytest.mark.slow
 def test_reader_in_dataloader_workers(data, tmp_path):
     """The reader works in forked DataLoader workers after the parent already opened the arks."""
     import torch

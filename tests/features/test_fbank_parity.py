@@ -5,9 +5,9 @@ import pytest
 
 kaldi_native_fbank = pytest.importorskip("kaldi_native_fbank")
 
-from asrtrain.config import FeatureConfig  # noqa: E402
-from asrtrain.features.fbank import fbank, feature_dim  # noqa: E402
-from sphere_fixture import tone  # noqa: E402
+from asrtrain.config import FeatureConfig
+from asrtrain.features.fbank import fbank, feature_dim
+from tests.helpers.sphere_fixture import tone
 
 
 def knf_fbank(samples_int16: np.ndarray, conf: FeatureConfig) -> np.ndarray:

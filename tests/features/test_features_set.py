@@ -5,8 +5,8 @@ import re
 
 import yaml
 
-from cli_helpers import one_error, run
-from sphere_fixture import make_data_dir
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.sphere_fixture import make_data_dir
 
 
 def test_features_set_takes_the_section_prefix_and_bare_keys(tmp_path):

@@ -10,8 +10,8 @@ import pytest
 import soundfile as sf
 
 from asrtrain.features.reader import FeatureReader
-from cli_helpers import one_error, run
-from sphere_fixture import make_data_dir
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.sphere_fixture import make_data_dir
 
 
 def _float_wav(path, nan_at=None, inf_at=None, seconds=0.6, rate=16000):

@@ -10,11 +10,10 @@ import pytest
 
 from asrtrain.errors import AsrError
 from asrtrain.features.reader import FeatureReader
-from cli_helpers import run
-from sphere_fixture import make_data_dir
+from tests.helpers.cli_helpers import run
+from tests.helpers.sphere_fixture import make_data_dir
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-from featfix import make_feat_dir  # noqa: E402
+from tests.helpers.featfix import make_feat_dir
 
 
 def _padded_by_load(reader, utts):
@@ -122,6 +121,7 @@ def test_reader_pickles_without_its_maps(tmp_path):
     assert np.array_equal(reader.load(u), first)  # maps reopen after close
 
 
+@pytest.mark.slow
 def test_an_ark_cut_short_in_place_after_mapping_is_an_error_not_a_crash(tmp_path):
     """Reading past the end of a shrunk mapped file would end the process with SIGBUS; the reader sees
     the file shrink and lets kaldiio report the cut entry (run in a child, so a regression fails here)."""

@@ -7,20 +7,17 @@ on a side stream.
 """
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-sys.path.insert(0, str(Path(__file__).parents[1] / "distributed"))
-import dist_toyloop as toyloop  # noqa: E402
-from featfix import make_feat_dir  # noqa: E402
-from test_loop import data, params, train  # noqa: E402,F401 - the module fixture is shared
+from tests.helpers import dist_toyloop as toyloop
+from tests.helpers.featfix import make_feat_dir
+from tests.helpers.train_runs import data, params, train  # noqa: F401 - the module fixture is shared
 
-from asrtrain.cli import cli  # noqa: E402
-from asrtrain.config import DistConfig, ModelConfig  # noqa: E402
+from asrtrain.cli import cli
+from asrtrain.config import DistConfig, ModelConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason="needs a CUDA GPU (run pytest -m gpu on a GPU machine)")]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from an4_fixture import make_an4
+from tests.helpers.an4_fixture import make_an4
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "recipes" / "an4" / "run.sh"

@@ -2,12 +2,12 @@
 sweep itself runs for hours on a GPU machine; a broken parser or rule would only show there."""
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import an4_sweep  # noqa: E402
+from tests.helpers.scripts import load_script
+
+an4_sweep = load_script("an4_sweep")
 
 
 def entry(mean, complete=True):
@@ -75,8 +75,8 @@ def test_missing_data_dir_is_one_line_naming_the_file(tmp_path, monkeypatch):
 def test_pack_carries_the_same_samples_as_flac_and_the_sweep_finds_them(tmp_path, monkeypatch):
     import soundfile as sf
 
-    import an4_pack
-    from an4_fixture import make_an4
+    an4_pack = load_script("an4_pack")
+    from tests.helpers.an4_fixture import make_an4
     from asrtrain.corpora.an4 import prepare_an4
     from asrtrain.data.audio import load_audio
 
@@ -101,7 +101,7 @@ def test_pack_carries_the_same_samples_as_flac_and_the_sweep_finds_them(tmp_path
 
 
 def test_pack_refuses_a_pipe_naming_the_line(tmp_path, monkeypatch):
-    import an4_pack
+    an4_pack = load_script("an4_pack")
 
     for part in ("train", "dev", "test"):
         (tmp_path / "data" / part).mkdir(parents=True)

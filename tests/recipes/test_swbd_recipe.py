@@ -15,7 +15,9 @@ import yaml
 from asrtrain.config import FeatureConfig
 from asrtrain.config.file import load_config, load_section
 from asrtrain.data.table import read_table
-from swbd_fixture import make_hub5, make_swbd
+from tests.helpers.swbd_fixture import make_hub5, make_swbd
+
+pytestmark = pytest.mark.slow  # the recipe's bash scripts in subprocesses
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "swbd"

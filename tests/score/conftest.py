@@ -1,1 +1,1 @@
-from sctk_tools import sctk  # noqa: F401  (the session fixture, shared by the parity tests)
+from tests.helpers.sctk_tools import sctk  # noqa: F401  (the session fixture, shared by the parity tests)

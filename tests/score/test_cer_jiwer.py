@@ -8,7 +8,7 @@ import pytest
 from asrtrain.score.cer import char_counts, score_cer
 from asrtrain.score.report import score_text
 from asrtrain.score.wer import count_words
-from cli_helpers import one_error, run
+from tests.helpers.cli_helpers import one_error, run
 
 
 def write(path, lines):

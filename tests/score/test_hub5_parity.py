@@ -16,7 +16,7 @@ import pytest
 from asrtrain.score.glm import DEFAULT_GLM
 from asrtrain.score.hub5 import align_hub5, score_hub5, subset_totals
 
-from sctk_tools import run_sctk, sclite_alignments
+from tests.helpers.sctk_tools import run_sctk, sclite_alignments
 
 
 def reference_filter(sctk, stm, ctm, tmp_path, glm=DEFAULT_GLM, hesitations="optional", sclite_args=()):

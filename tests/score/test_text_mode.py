@@ -9,7 +9,7 @@ from asrtrain.cli import cli
 from asrtrain.score.report import align_text, score_text, speaker_of
 from asrtrain.score.wer import Counts
 
-from sctk_tools import sclite_alignments, sclite_pra
+from tests.helpers.sctk_tools import sclite_alignments, sclite_pra
 
 
 def write(path, lines):

@@ -60,3 +60,13 @@ def test_lr_warmup_then_anneal():
     assert lr_at(10_000, cfg, 100) == 0.01
     cos = TrainConfig(lr=1.0, warmup_steps=0, anneal="cosine", min_lr=0.0)
     assert abs(lr_at(50, cos, 100) - 0.5) < 1e-9 and lr_at(100, cos, 100) == 0.0
+
+
+def test_batches_by_utterance_count_when_frames_are_out_of_reach():
+    """train.max_utts caps a batch by utterances beside train.max_frames: with the frame cap out of reach
+    every batch holds exactly max_utts utterances, but for one remainder (a fixed-size batch)."""
+    rng = random.Random(0)
+    ls = {f"u{i:03d}": rng.randint(50, 800) for i in range(301)}
+    spec = BatchSpec(max_frames=10 ** 9, max_utts=32, bucket_width=100, seed=1)
+    sizes = sorted(len(b) for b in make_batches(ls, spec, epoch=0))
+    assert sizes == [301 - 9 * 32] + [32] * 9

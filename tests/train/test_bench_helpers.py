@@ -2,16 +2,18 @@
 the suite otherwise, and a broken one only shows after an hour of benchmark."""
 
 import math
-import sys
-from pathlib import Path
 
-from test_loop_strategies import data, train  # noqa: F401 - the module-scoped feature fixture
+import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from tests.helpers.scripts import load_script
+from tests.helpers.strategy_runs import data, train  # noqa: F401 - the module-scoped feature fixture
+
+bench_common = load_script("bench_common")
 
 
+@pytest.mark.slow
 def test_averaged_dev_curve_evaluates_every_epoch_checkpoint(data, tmp_path):  # noqa: F811
-    from bench_common import Corpus, Run, averaged_dev_curve
+    Corpus, Run, averaged_dev_curve = bench_common.Corpus, bench_common.Run, bench_common.averaged_dev_curve
     tr, dev, tok = data
     exp = tmp_path / "runs" / "ad"
     r = train(data, exp, ["train.max_frames=1600"], "--strategy", "adpsgd", "--learners", "2")
@@ -27,7 +29,7 @@ def test_averaged_dev_curve_evaluates_every_epoch_checkpoint(data, tmp_path):  #
 def test_averaged_dev_curve_numbers_epochs_from_the_checkpoints_kept(data, tmp_path):  # noqa: F811
     """With fewer checkpoints kept than epochs run, each row is the epoch its checkpoint holds (the 16-learner
     large-batch grid evaluates 10 epochs; numbering them from 1 mislabelled the last 5 as epochs 1-5)."""
-    from bench_common import Corpus, Run, averaged_dev_curve
+    Corpus, Run, averaged_dev_curve = bench_common.Corpus, bench_common.Run, bench_common.averaged_dev_curve
     tr, dev, tok = data
     exp = tmp_path / "runs" / "kept"
     r = train(data, exp, ["train.max_frames=1600", "train.epochs=3", "train.keep_checkpoints=2"])
@@ -38,7 +40,7 @@ def test_averaged_dev_curve_numbers_epochs_from_the_checkpoints_kept(data, tmp_p
 
 def test_lb_reuse_names_the_settings_a_finished_run_was_not_trained_with(tmp_path):
     """--lb-reuse must not pass off a run trained with other settings as this grid's (it stops instead)."""
-    from bench_strategies import settings_changed
+    settings_changed = load_script("bench_strategies").settings_changed
     (tmp_path / "config.yaml").write_text("train:\n  lr: 0.005\n  max_frames: 312\ndist:\n  averaging: fixed\n")
     assert settings_changed(tmp_path, ["train.lr=0.005", "train.max_frames=312", "dist.averaging=fixed"]) == []
     assert settings_changed(tmp_path, ["train.max_frames=100", "train.max_frames=312"]) == []  # last one wins
@@ -47,6 +49,7 @@ def test_lb_reuse_names_the_settings_a_finished_run_was_not_trained_with(tmp_pat
         "train.lr=0.005 (asked 0.00707107)", "dist.averaging=fixed (asked random)", "model.hidden=None (asked 8)"]
 
 
+@pytest.mark.slow
 def test_lb_strategies_subset_and_a_bad_one():
     """--lb-strategies picks which large-batch runs train (without SSGD the table has no ratios to it); a
     bad or empty name gets one line with the fix."""
@@ -54,7 +57,7 @@ def test_lb_strategies_subset_and_a_bad_one():
 
     import pytest
 
-    from bench_strategies import largebatch_sizes
+    largebatch_sizes = load_script("bench_strategies").largebatch_sizes
 
     def sizes(v):
         return largebatch_sizes(False, argparse.Namespace(
@@ -80,7 +83,9 @@ def test_lr_rule_one_for_all_or_one_per_strategy():
     4B question asks); a rule missing, unknown or named twice gets one line with the fix."""
     import pytest
 
-    from bench_strategies import lr_rules, rule_text
+    bench_strategies = load_script("bench_strategies")
+
+    lr_rules, rule_text = bench_strategies.lr_rules, bench_strategies.rule_text
 
     names = ("ssgd", "adpsgd-fixed", "adpsgd-random")
     assert lr_rules("sqrt", names) == dict.fromkeys(names, "sqrt")
@@ -100,10 +105,10 @@ def test_lr_rule_one_for_all_or_one_per_strategy():
 
 
 def test_lr_sets_scale_the_recipe_rate():
-    from bench_common import RECIPE
+    RECIPE = bench_common.RECIPE
     import yaml
 
-    from bench_strategies import lr_sets
+    lr_sets = load_script("bench_strategies").lr_sets
     base = yaml.safe_load((RECIPE / "train.yaml").read_text())["train"]["lr"]
     assert lr_sets("none", 4) == []
     assert lr_sets("sqrt", 4) == [f"train.lr={base * 2:.6g}"]

@@ -1,16 +1,12 @@
 """Hybrid interop: Kaldi alignments in, CE training, Kaldi log-likelihood ark out."""
 
-import sys
-from pathlib import Path
-
 import kaldiio
 import numpy as np
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
 
-sys.path.insert(0, str(Path(__file__).parent))
-from featfix import make_feat_dir  # noqa: E402
+from tests.helpers.featfix import make_feat_dir
 
 
 def test_alignments_to_ce_training_to_loglikes(tmp_path):

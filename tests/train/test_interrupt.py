@@ -7,12 +7,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from featfix import make_task  # noqa: E402
+from tests.helpers.featfix import make_task
+
+pytestmark = pytest.mark.slow  # training subprocesses interrupted with signals
 
 SETTINGS = ["model.num_layers=1", "model.hidden=24", "model.subsample=2", "train.max_frames=1500",
             "train.warmup_steps=4", "train.epochs=1000", "train.checkpoint_every_steps=2"]

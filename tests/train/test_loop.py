@@ -1,38 +1,11 @@
 """Training loop contracts: exact resume, self-describing exp dir, final averaging, CLI."""
 
-import sys
-from pathlib import Path
-
-import pytest
 import torch
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
 
-sys.path.insert(0, str(Path(__file__).parent))
-from featfix import make_task  # noqa: E402
-
-SMALL = ["model.num_layers=1", "model.hidden=24", "model.subsample=2", "train.max_frames=1500",
-         "train.warmup_steps=4", "train.lr=0.005", "train.log_every_steps=3", "train.epochs=3",
-         "specaug.enabled=true", "model.dropout=0.2"]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    return make_task(tmp_path_factory.mktemp("feats"), 48, 12)
-
-
-def train(data, exp, *extra):
-    tr, dev, tok = data
-    args = ["train", "--train-data", str(tr), "--dev-data", str(dev), "--tokenizer", str(tok), "--exp-dir", str(exp)]
-    for s in SMALL:
-        args += ["--set", s]
-    return CliRunner().invoke(cli, args + list(extra), catch_exceptions=False)
-
-
-def params(path):
-    return torch.load(path, map_location="cpu", weights_only=True)["model"]
-
+from tests.helpers.train_runs import data, params, train  # noqa: F401 - the module-scoped feature fixture
 
 def test_resume_reproduces_uninterrupted_run(data, tmp_path):
     r = train(data, tmp_path / "full", "--set", "train.checkpoint_every_steps=4")

@@ -11,7 +11,9 @@ from asrtrain.config.file import load_config
 from asrtrain.errors import AsrError
 from asrtrain.train.batching import BatchSpec, make_batches
 from asrtrain.features.dataset import AsrDataset
-from test_loop_strategies import BASE, data  # noqa: F401 - the module-scoped feature fixture
+from tests.helpers.strategy_runs import BASE, data  # noqa: F401 - the module-scoped feature fixture
+
+pytestmark = pytest.mark.slow  # spawned learners
 
 
 FRAMES = 200

@@ -8,7 +8,7 @@ import torch
 
 from asrtrain.train.checkpoint import load_checked
 
-from test_loop_strategies import data, final, train  # noqa: F401 - the module-scoped feature fixture
+from tests.helpers.strategy_runs import data, final, train  # noqa: F401 - the module-scoped feature fixture
 
 
 @pytest.mark.slow

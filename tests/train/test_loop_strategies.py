@@ -5,28 +5,9 @@ import torch
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
-from featfix import make_task
+from tests.helpers.strategy_runs import data, final, train  # noqa: F401 - the module-scoped feature fixture
 
-BASE = ["model.num_layers=1", "model.hidden=16", "model.subsample=2", "model.dropout=0.0",
-        "train.warmup_steps=2", "train.lr=0.01", "train.log_every_steps=2", "train.epochs=2",
-        "train.average_last=1"]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    return make_task(tmp_path_factory.mktemp("feats"), 40, 8)
-
-
-def train(data, exp, sets, *extra):
-    tr, dev, tok = data
-    args = ["train", "--train-data", str(tr), "--dev-data", str(dev), "--tokenizer", str(tok), "--exp-dir", str(exp)]
-    for s in BASE + sets:
-        args += ["--set", s]
-    return CliRunner().invoke(cli, args + list(extra), catch_exceptions=False)
-
-
-def final(exp):
-    return torch.load(exp / "final.pt", weights_only=True)["model"]
+pytestmark = pytest.mark.slow  # spawned learners
 
 
 def test_ssgd_two_learners_equal_one_learner_with_the_same_global_batch(data, tmp_path):

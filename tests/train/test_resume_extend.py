@@ -4,16 +4,14 @@ features: nothing is rewritten that need not be, and every refusal is one line w
 import hashlib
 import logging
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parent))
-from featfix import make_feat_dir, make_task  # noqa: E402
-from cli_helpers import one_error, run  # noqa: E402
+from tests.helpers.featfix import make_feat_dir, make_task
+from tests.helpers.cli_helpers import one_error, run
 
 SMALL = ["model.num_layers=1", "model.hidden=16", "model.subsample=2", "train.max_frames=1500",
          "train.warmup_steps=2", "train.lr=0.005", "train.threads=1", "specaug.enabled=false"]

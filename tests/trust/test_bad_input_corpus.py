@@ -8,15 +8,16 @@ The commands run in-process through click's CliRunner: the 316 cases take about 
 tiny training run for the exp dir).
 """
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli_helpers import one_error, run  # noqa: E402
-from corpus_world import (UTTS, append, audio_at, build_world, cut, dup_line, float_audio, line,  # noqa: E402
-                          materialize, nan_stats, prepend, replace, segments_for_data, swap_lines)
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.corpus_world import (UTTS, append, audio_at, build_world, cut, dup_line, float_audio, line,
+                                        materialize, nan_checkpoints, nan_model, nan_stats, prepend, replace,
+                                        segments_for_data, swap_lines)
 
 U2 = UTTS[1]  # the utterance on line 2 of every data dir table
 CASES = []
@@ -463,6 +464,76 @@ case("lm-train-text-is-a-dir", {}, "lm train --text {feats} --out {tmp}/l", "is 
 case("topology-odd", {}, "topology --learners 3", "3")
 case("topology-zero", {}, "topology --learners 0", "learners")
 
+# -- issue 57: limits where values enter (sizes that would allocate or run without bound) ------------------
+for cid, sets, frag in [
+    ("hidden-huge", ["model.hidden=100000"], "model.hidden = 100000 must be >= 1 and <= 8192"),
+    ("params-huge", ["model.hidden=4096", "model.num_layers=8"], "parameters, more than the"),
+    ("layers-huge", ["model.num_layers=1000"], "model.num_layers = 1000 must be"),
+    ("proj-huge", ["model.proj=100000"], "model.proj = 100000"),
+    ("subsample-huge", ["model.subsample=1000"], "model.subsample = 1000"),
+    ("threads-huge", ["train.threads=100000"], "train.threads = 100000"),
+    ("beam-huge", ["decode.beam_size=1000000"], "decode.beam_size = 1000000"),
+    ("max-frames-huge", ["train.max_frames=1000000000"], "train.max_frames"),
+    ("dp-clip-inf", ["dp.enabled=true", "dp.clip=.inf", "dp.epsilon=8"], "dp.clip = inf"),
+    ("dp-noise-inf", ["dp.enabled=true", "dp.noise_multiplier=.inf"], "dp.noise_multiplier = inf"),
+]:
+    case(f"limits-train-{cid}", {}, T + " --print-config" + "".join(f" --set {s}" for s in sets), frag)
+BOMB = "train:\n  a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\n  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+case("limits-train-config-alias", {"c.yaml": BOMB}, T + " --config {tmp}/c.yaml",
+     "c.yaml:2: invalid YAML: YAML anchors and aliases are not accepted in a config (&a)")
+case("limits-train-config-alias-only", {"c.yaml": "train:\n  lr: *x\n"}, T + " --config {tmp}/c.yaml",
+     "c.yaml:2: invalid YAML")
+case("limits-tokenizer-vocab-huge", {}, "tokenizer train --text {feats}/text --out {tmp}/tk --vocab-size 10000000",
+     "tokenizer.vocab_size = 10000000 must be")
+case("limits-decode-beam-huge", {}, D + " --method beam --beam-size 1000000", "beam size 1000000 must be")
+case("limits-decode-threads-huge", {}, D + " --threads 100000", "--threads 100000 is far more than")
+case("limits-decode-config-beam-huge", {"exp/config.yaml": replace("beam_size: 8", "beam_size: 1000000")}, D,
+     "decode.beam_size = 1000000")
+for cid, opt, frag in [("step", "--step-s 1e308", "--step-s 1e+308 is more than"),
+                       ("batches", "--batches 100000000000", "--batches"),
+                       ("params", "--params 10000000000000000", "--params"),
+                       ("latency", "--inter-latency-us 1e300", "--inter-latency-us"),
+                       ("epochs", "--epochs 1000000000", "--epochs 1000000000 must be")]:
+    case(f"limits-simulate-{cid}", {}, f"simulate --learners 2 --strategies ssgd {opt}", frag)
+case("limits-perturb-factor-small", {}, "data perturb-speed {data} {tmp}/sp --factors 0.001",
+     "speed factor 0.001 is outside [0.5, 2.0]")
+case("limits-perturb-factor-huge", {}, "data perturb-speed {data} {tmp}/sp --factors 1e9", "is outside")
+case("limits-reco2speed-huge", {"data/reco2speed": "".join(f"{u} 1e9\n" for u in UTTS)}, F,
+     "speed factor '1e9' of recording")
+case("limits-reco2speed-tiny", {"data/reco2speed": "".join(f"{u} 0.001\n" for u in UTTS)}, F,
+     "is not a number in [0.5, 2.0]")
+case("limits-perturb-into-feats", {}, "data perturb-speed {data} {feats}", "OUT_DIR holds a feature dir")
+case("limits-perturb-into-data", {"other/utt2spk": "a a\n"}, "data perturb-speed {data} {tmp}/other",
+     "OUT_DIR holds a data dir")
+case("limits-decode-nan-weights", {"exp/final.pt": nan_model}, D, "final.pt: the model has non-finite weights")
+case("limits-average-nan-weights", {"exp/checkpoints": nan_checkpoints}, "average {exp} --out {tmp}/avg.pt",
+     "has non-finite weights")
+for cid, opts, frag in [
+    ("period-ssgd", "--strategy ssgd --period 4", "--set dist.period=4 is ignored: --strategy ssgd does not use it"),
+    ("averaging-ssgd", "--strategy ssgd --averaging random", "dist.averaging=random is ignored"),
+    ("delay-single", "--delay-by-one", "dist.delay_by_one=True is ignored: --strategy single"),
+    ("dp-without-dp", "--set dp.epsilon=8", "--set dp.epsilon=8.0 is ignored: differential privacy is off"),
+]:
+    case(f"ignored-option-{cid}", {}, T + " --print-config " + opts, frag)
+
+
+def head_pipe(path: Path) -> str:
+    """wav.scp with line 2's file read through ``head -c 3000 FILE |`` (a pipe cut short)."""
+    lines = path.read_text().splitlines()
+    key, file = lines[1].split(maxsplit=1)
+    lines[1] = f"{key} head -c 3000 {file} |"
+    return "".join(ln + "\n" for ln in lines)
+
+
+case("limits-wav-pipe-truncated", {"data/wav.scp": head_pipe}, F, ("wav.scp:2: ", "pipe output is truncated"))
+case("limits-resume-without-config", {"e/checkpoints/epoch1.pt": "x", "e/checkpoints/latest": "epoch1.pt"},
+     T + " --resume --set train.lr=0.5", "config.yaml: --resume: the run's config.yaml is missing")
+WORDS = " ".join(f"w{i % 50}" for i in range(5000))
+case("limits-score-long-utterance", {"r.txt": f"u1 {WORDS}\n", "h.txt": f"u1 {WORDS} x\n"},
+     "score {tmp}/r.txt {tmp}/h.txt", "alignment table of 25,005,000 cells")
+case("limits-score-long-line", {"r.txt": "u1 " + "a" * (17 << 20) + "\n", "h.txt": "u1 a\n"},
+     "score {tmp}/r.txt {tmp}/h.txt", "r.txt:1: a line")
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
@@ -480,3 +551,70 @@ def test_bad_input_gives_one_line_error(world, tmp_path, files, command, fragmen
 
 def test_the_corpus_is_large():
     assert len(CASES) >= 200, len(CASES)
+
+
+def fifo_line(n: int, suffix: str = "") -> "callable":
+    """Point line ``n`` of an scp file at a new FIFO beside the case's dirs."""
+    def apply(path: Path) -> str:
+        fifo = path.parent.parent / "fifo"
+        os.mkfifo(fifo)
+        return line(n, f"{{key}} {fifo}{suffix}")(path)
+    return apply
+
+
+def make_fifo(path: Path) -> None:
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path)
+
+
+# Special files: the old code hung on each of these (a FIFO's open waits for a writer; /dev/zero never
+# ends), so they run in a subprocess with a timeout: a hang fails the case instead of hanging CI.
+SPECIAL = [
+    ("feats-scp-dev-zero", {"feats/feats.scp": line(2, "{key} /dev/zero:0")}, D, "feats.scp:2: the ark of"),
+    ("feats-scp-fifo", {"feats/feats.scp": fifo_line(2, ":0")}, D, "is a FIFO (named pipe), not a regular file"),
+    ("wav-scp-dev-zero", {"data/wav.scp": line(2, "{key} /dev/zero")}, F, "wav.scp:2: audio file /dev/zero is not"),
+    ("wav-scp-fifo", {"data/wav.scp": fifo_line(2)}, F, "is not a regular file"),
+    ("score-dev-zero", {"r.txt": "u1 a\n"}, "score {tmp}/r.txt /dev/zero", "is a character device"),
+    ("score-fifo", {"r.txt": "u1 a\n", "fifo": make_fifo}, "score {tmp}/r.txt {tmp}/fifo", "is a FIFO"),
+    ("text-fifo", {"data/text": make_fifo}, "data validate {data} --no-audio", "text is a FIFO"),
+]
+
+
+@pytest.mark.slow
+def test_special_files_are_refused_without_hanging(world, tmp_path):
+    import subprocess
+
+    for cid, files, command, fragment in SPECIAL:
+        (tmp_path / cid).mkdir()
+        dirs = materialize(world, tmp_path / cid, files, command)
+        args = [a.format(**dirs) for a in command.split()]
+        try:
+            r = subprocess.run([sys.executable, "-m", "asrtrain", *args], capture_output=True, text=True,
+                               timeout=60, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{cid}: hung (no answer in 60 s)")
+        errs = [ln for ln in r.stderr.splitlines() if ln.startswith("asrtrain: error:")]
+        assert r.returncode == 1 and "Traceback" not in r.stderr and len(errs) == 1, (cid, r.stderr)
+        assert fragment in errs[0], (cid, errs[0])
+
+def test_perturb_speed_keeps_what_it_did_not_write(world, tmp_path):
+    dirs = materialize(world, tmp_path, {}, "{data} {feats}")
+    before = sorted(p.name for p in dirs["feats"].iterdir())
+    one_error(run("data", "perturb-speed", dirs["data"], dirs["feats"]))
+    assert sorted(p.name for p in dirs["feats"].iterdir()) == before
+    out = tmp_path / "sp"
+    for _ in range(2):  # its own output is replaced, not refused
+        r = run("data", "perturb-speed", dirs["data"], out, "--factors", "0.9,1.0")
+        assert r.exit_code == 0, r.output
+    r = run("data", "perturb-speed", dirs["data"], out, "--factors", "1.0")
+    assert r.exit_code == 0, r.output
+    assert not any(ln.startswith("sp0.9-") for ln in (out / "utt2spk").read_text().splitlines())
+
+
+def test_an_ignored_key_in_a_config_file_is_a_warning(world, tmp_path, caplog):
+    (tmp_path / "c.yaml").write_text("dist:\n  period: '4'\n")
+    r = run("train", "--train-data", world["feats"], "--tokenizer", world["tok"] / "tokenizer.model",
+            "--config", tmp_path / "c.yaml", "--print-config")
+    assert r.exit_code == 0, r.output
+    assert "c.yaml:2: dist.period: 4 is ignored (it is in a config file): --strategy single" in caplog.text

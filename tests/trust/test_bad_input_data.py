@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import one_error, run
-from sphere_fixture import make_data_dir
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.sphere_fixture import make_data_dir
 
 NOWHERE = ["--train-data", "/nonexistent/feats", "--tokenizer", "/nonexistent/tokenizer.model"]
 
@@ -282,10 +282,8 @@ def test_topology_too_large(args, fragment):
 def test_utt2num_frames_that_disagrees_with_the_ark_is_named(tmp_path):
     """Batching and the too-short check trust utt2num_frames; reading an utterance whose ark disagrees
     with it names the table instead of training on wrong lengths."""
-    import sys
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-    from featfix import make_feat_dir
+    from tests.helpers.featfix import make_feat_dir
     from asrtrain.errors import AsrError
     from asrtrain.features.reader import FeatureReader
 
@@ -304,10 +302,8 @@ def test_utt2num_frames_that_disagrees_with_the_ark_is_named(tmp_path):
 
 def test_unreadable_features_name_their_feats_scp_line(tmp_path):
     """A feats.scp entry pointing past the end of its ark (a cut copy) names the scp line to look at."""
-    import sys
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-    from featfix import make_feat_dir
+    from tests.helpers.featfix import make_feat_dir
     from asrtrain.errors import AsrError
     from asrtrain.features.reader import FeatureReader
 

@@ -7,14 +7,12 @@ The clean world (a feature dir, an LM, a tiny trained exp dir) is corpus_world.p
 import contextlib
 import hashlib
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli_helpers import one_error, run  # noqa: E402
-from corpus_world import build_world, materialize  # noqa: E402
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.corpus_world import build_world, materialize
 
 
 @pytest.fixture(scope="module")

@@ -269,6 +269,36 @@ def test_full_config(text, overrides):
             one_line(err)
         else:
             assert cfg.features.num_mel_bins >= 3 and cfg.features.frame_shift > 0 and cfg.dist.timeout_s > 0
+            from asrtrain.limits import MAX_BEAM, MAX_HIDDEN
+            assert cfg.model.hidden <= MAX_HIDDEN and cfg.decode.beam_size <= MAX_BEAM
+
+
+SIZE_KEYS = ["model.hidden", "model.num_layers", "model.proj", "model.att_dim", "model.stack", "model.subsample",
+             "model.conv_channels", "tokenizer.vocab_size", "decode.beam_size", "decode.batch_frames",
+             "train.max_frames", "train.max_utts", "train.threads", "dp.clip", "dp.noise_multiplier"]
+SIZES = st.sampled_from(["100000", "1e9", "1000000000000", ".inf", ".nan", "-1", "0", "8192", "8193", "64",
+                         "65", "4096", "1e308", "99999999999999999999"]) | st.integers(-10, 10 ** 12).map(str)
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(SIZE_KEYS), SIZES), min_size=1, max_size=4),
+       st.sampled_from(["", "&a ", "*a", "!!binary x"]))
+def test_sizes_are_bounded_before_anything_is_built(sets, yaml_prefix):
+    """Issue 57: an absurd size is refused by the config's validation (one line naming the key), so
+    nothing is allocated for it; an anchor or alias in a config file is refused where it is composed."""
+    from asrtrain.config.file import load_config
+    from asrtrain.limits import MAX_PARAMS, estimated_params
+    with tempfile.TemporaryDirectory() as d:
+        path = write(Path(d), "c.yaml", f"train:\n  lr: {yaml_prefix}0.1\n".encode("utf-8"))
+        try:
+            cfg = load_config(path, [f"{k}={v}" for k, v in sets])
+        except AsrError as err:
+            one_line(err)
+            return
+    assert yaml_prefix == "", "an anchor or alias was accepted"
+    m = cfg.model
+    assert estimated_params(m.input_dim, m.num_targets, m.stack, m.num_layers, m.hidden, m.proj, 0) <= MAX_PARAMS
+    assert all(math.isfinite(v) for v in (cfg.dp.clip, cfg.dp.noise_multiplier))
 
 
 @FUZZ
@@ -306,9 +336,7 @@ def test_stored_config_on_resume(data):
 
 @pytest.fixture(scope="module")
 def feat_dir(tmp_path_factory):
-    import sys
-    sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-    from featfix import make_feat_dir
+    from tests.helpers.featfix import make_feat_dir
     return make_feat_dir(tmp_path_factory.mktemp("fz") / "feats", 6, dim=5)
 
 
@@ -342,7 +370,7 @@ def test_feature_dir_damage(feat_dir, name, how, pos, junk):
 
 @pytest.fixture(scope="module")
 def tokenizer_model(tmp_path_factory):
-    from cli_helpers import run
+    from tests.helpers.cli_helpers import run
     root = tmp_path_factory.mktemp("tokfz")
     (root / "text").write_text("".join(f"u{i} one two three four five six seven\n" for i in range(20)))
     assert run("tokenizer", "train", "--text", root / "text", "--out", root / "t", "--model-type", "word",
@@ -355,7 +383,7 @@ def tokenizer_model(tmp_path_factory):
                                                                   max_size=5))
 def test_tokenizer_model_and_ids(tokenizer_model, pos, junk, ids):
     from asrtrain.text.tokenizer import Tokenizer
-    from cli_helpers import one_error, run
+    from tests.helpers.cli_helpers import one_error, run
     raw = tokenizer_model.read_bytes()
     pos = pos % (len(raw) + 1)
     with tempfile.TemporaryDirectory() as d:

@@ -2,7 +2,7 @@
 sentences without ids used to lose each sentence's first word, read as its id; their "ids" repeat, and a
 repeated id is now refused naming the file and line."""
 
-from cli_helpers import one_error, run
+from tests.helpers.cli_helpers import one_error, run
 
 PLAIN = ("set an alarm at nine\n"
          "what is the weather today\n"

@@ -1,0 +1,40 @@
+"""``asrtrain transcribe MODEL AUDIO...``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Tuple
+
+import click
+
+
+@click.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.argument("audio", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "ctm"]), default="text", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="Write here (atomically) instead of stdout.")
+@click.option("--lm", type=click.Path(path_type=Path), help="Word LM (ARPA): decode's lexicon search.")
+@click.option("--params", type=click.Path(path_type=Path), help="tune-lm's best.yaml (with --lm).")
+@click.option("--cmvn-stats", type=click.Path(path_type=Path),
+              help="Training set's cmvn_global.ark, for a global-CMVN model (default: MODEL/cmvn_global.ark).")
+@click.option("--utt2spk", type=click.Path(path_type=Path),
+              help="utt -> speaker table: a per-speaker-CMVN model uses each speaker's stats over all of its "
+                   "files (default: each file's own).")
+@click.option("--channel", type=int, help="Take this channel (0-based) instead of mixing them.")
+@click.option("--max-segment", type=float, default=30.0, show_default=True, help="Longest segment, seconds.")
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--threads", type=int, default=1, show_default=True)
+def transcribe(model: Path, audio: Tuple[str, ...], fmt: str, out: Optional[Path], lm: Optional[Path],
+               params: Optional[Path], cmvn_stats: Optional[Path], utt2spk: Optional[Path], channel: Optional[int], max_segment: float,
+               device: str, threads: int) -> None:
+    """Transcribe AUDIO (files, directories, a wav.scp, or - for paths on stdin) with MODEL (an exp dir)."""
+    from asrtrain.decode.options import torch_threads
+    from asrtrain.transcribe.model import Transcriber
+    from asrtrain.transcribe.run import transcribe_inputs
+
+    with torch_threads(threads):
+        tr = Transcriber.load(model, lm=lm, device=device, cmvn_stats=cmvn_stats, params=params,
+                              max_segment_s=max_segment)
+        failed = transcribe_inputs(tr, list(audio), fmt, out, channel, click.echo, utt2spk)
+    if failed:
+        raise click.exceptions.Exit(1)

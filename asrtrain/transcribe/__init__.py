@@ -1,0 +1,1 @@
+"""Transcribe raw audio with a trained model: :class:`asrtrain.transcribe.model.Transcriber`."""

@@ -1,0 +1,85 @@
+"""``asrtrain transcribe``: many inputs -> Kaldi text, json or ctm lines; a bad file gets one line and
+the others are still transcribed (the count of failures is returned, for the exit status)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import List, Optional
+
+from asrtrain.errors import AsrError
+
+log = logging.getLogger("asrtrain.transcribe")
+
+
+def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Optional[Path] = None,
+                      channel: Optional[int] = None, echo=print, utt2spk: Optional[Path] = None) -> int:
+    """Transcribe every input; write lines to ``out`` (atomically) or through ``echo``; returns the
+    number of inputs that failed. ``utt2spk`` (utt id -> speaker; speaker-CMVN models) normalises each
+    file with its speaker's stats over all of that speaker's files, as training's per-speaker CMVN did."""
+    from asrtrain.atomic import atomic_write_text
+    from asrtrain.progress import Progress
+    from asrtrain.transcribe.audio_in import expand_inputs
+
+    pairs = expand_inputs(items)
+    spk_stats = _speaker_stats(transcriber, pairs, utt2spk, channel) if utt2spk is not None else {}
+    lines: List[str] = []
+    failed = 0
+    t0, audio_s = time.time(), 0.0
+    shown = Progress(len(pairs), "transcribe", log) if len(pairs) > 20 else None
+    for utt, spec in pairs:
+        try:
+            res = transcriber.transcribe(spec, channel=channel, speaker_stats=spk_stats.get(utt))
+        except AsrError as err:
+            failed += 1
+            log.error("%s: %s", spec, err.render())
+            continue
+        finally:
+            if shown is not None:
+                shown.update(1)
+        audio_s += res.segments[-1][1] if res.segments else 0.0
+        if fmt == "json":
+            lines.append(json.dumps({"utt": utt, "file": spec, "text": res.text,
+                                     "words": [{"word": w.word, "start": w.start, "end": w.end}
+                                               for w in res.words],
+                                     "segments": [list(s) for s in res.segments]}))
+        elif fmt == "ctm":
+            lines += [f"{utt} 1 {w.start:.2f} {max(w.end - w.start, 0.01):.2f} {w.word} 1.00" for w in res.words]
+        else:
+            lines.append(f"{utt} {res.text}".rstrip())
+    if shown is not None:
+        shown.close()
+    if out is not None:
+        atomic_write_text(Path(out), "".join(ln + "\n" for ln in lines))
+    else:
+        for ln in lines:
+            echo(ln)
+    elapsed = time.time() - t0
+    log.info("transcribed %d of %d inputs (%.1f s of audio) in %.1f s, real-time factor %.3f",
+             len(pairs) - failed, len(pairs), audio_s, elapsed, elapsed / max(audio_s, 1e-9))
+    return failed
+
+
+def _speaker_stats(transcriber, pairs, utt2spk: Path, channel: Optional[int]):
+    """utt -> its speaker's CMVN stats [2, D+1] over every readable file of that speaker."""
+    from asrtrain.data.table import read_table
+    from asrtrain.features import cmvn
+
+    if transcriber.cfg.features.cmvn != "speaker":
+        raise AsrError("--utt2spk is for a model trained with per-speaker CMVN", utt2spk,
+                       fix=f"drop --utt2spk (this model's CMVN is {transcriber.cfg.features.cmvn})")
+    spk_of = read_table(utt2spk)
+    missing = [u for u, _ in pairs if u not in spk_of]
+    if missing:
+        raise AsrError(f"{len(missing)} input(s) have no speaker (e.g. '{missing[0]}')", utt2spk,
+                       fix="give every utterance id (file name without suffix, or wav.scp key) a line")
+    stats = {}
+    for utt, spec in pairs:
+        try:
+            feats = transcriber.raw_features(transcriber.audio(spec, channel=channel))
+        except AsrError:
+            continue  # named once when it is transcribed
+        stats[spk_of[utt]] = cmvn.accumulate(feats, stats.get(spk_of[utt]))
+    return {u: stats[spk_of[u]] for u, _ in pairs if spk_of[u] in stats}
