@@ -90,7 +90,7 @@ def test_backend_resolution():
 
 
 def test_launcher_refuses_a_learner_count_that_contradicts_torchrun(monkeypatch):
-    for k, v in dict(RANK="0", WORLD_SIZE="4", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1").items():
+    for k, v in dict(RANK="0", WORLD_SIZE="4", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500").items():
         monkeypatch.setenv(k, v)
     with pytest.raises(AsrError, match="WORLD_SIZE=4"):
         run_learners(print, None, learners=2)

@@ -164,7 +164,7 @@ def test_under_a_launcher_only_local_rank_0_writes_the_job_files(task, tmp_path,
     exp = tmp_path / "exp"
     (exp / "checkpoints").mkdir(parents=True)
     (exp / "checkpoints" / "epoch-0001.rank0.pt").write_bytes(b"old")
-    for k, v in dict(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", MASTER_ADDR="127.0.0.1").items():
+    for k, v in dict(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500").items():
         monkeypatch.setenv(k, v)
 
     def prepare(*sets):
