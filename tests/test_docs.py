@@ -19,7 +19,6 @@ README = ROOT / "README.md"
 # Pages other engineers are writing; README links to them before they land. Once a page exists its link
 # is checked like any other; the lead removes it from here at merge.
 PENDING = {
-    "docs/guide/multinode.md",
     "docs/results/interrupts.md",
 }
 
