@@ -305,10 +305,10 @@ def loop_item(out, args, device, work: Path, name: str, sets: list) -> None:
 
 LOOPS = [  # (name, overrides); today's first
     ("today_fp32", ["train.max_frames=64000", "train.max_utts=128", "train.precision=fp32"]),
-    ("fixed128_fp32", ["train.max_frames=1000000000", "train.max_utts=128", "train.precision=fp32"]),
-    ("fixed128_fp32_packed_once", ["train.max_frames=1000000000", "train.max_utts=128", "train.precision=fp32",
+    ("fixed128_fp32", ["train.max_frames=10000000", "train.max_utts=128", "train.precision=fp32"]),
+    ("fixed128_fp32_packed_once", ["train.max_frames=10000000", "train.max_utts=128", "train.precision=fp32",
                                    "model.rnn_layout=packed_once"]),
-    ("fixed128_fp16_padded", ["train.max_frames=1000000000", "train.max_utts=128", "train.precision=fp16",
+    ("fixed128_fp16_padded", ["train.max_frames=10000000", "train.max_utts=128", "train.precision=fp16",
                               "model.rnn_layout=padded"]),
     ("today_bf16", ["train.max_frames=64000", "train.max_utts=128", "train.precision=bf16"]),
 ]
