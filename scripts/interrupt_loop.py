@@ -117,6 +117,8 @@ def main() -> None:
         if kind not in ("one_line", "finished"):
             bad.append({"trial": i, "delay_s": round(delay, 3), "kind": kind, "rc": rc, "stderr": err[-4000:]})
         print(f"{i} {delay:.2f}s {kind} rc={rc}", flush=True)
+        if kind not in ("one_line", "finished"):
+            print("    " + err[-2000:].replace("\n", "\n    "), flush=True)
     summary = {"learners": a.learners, "trials": sum(counts.values()), "calibration_run_s": round(span, 2),
                "counts": counts, "load_average": os.getloadavg(), "cpus": os.cpu_count(),
                "minutes": round((time.monotonic() - began) / 60, 1), "settings": SETTINGS, "bad": bad}

@@ -173,17 +173,26 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
                        hang_after, in_process=True, process_group=process_group)
         return
     keep_sockets_on_loopback(os.environ)
-    ctx = torch.multiprocessing.start_processes(
-        _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device,
-                              hang_after, False, logging.getLogger().getEffectiveLevel()),
-        nprocs=learners, join=False, start_method="spawn")
+    ctx = None
     try:
+        # Ctrl-C reaches the whole process group: the parent stops the learners and says so in one line.
+        # The learners start with SIGINT blocked (the mask is inherited through fork and exec), so one
+        # still importing torch cannot print a KeyboardInterrupt traceback; the parent gets a Ctrl-C of
+        # this moment when the mask is restored, inside this try.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            ctx = torch.multiprocessing.start_processes(
+                _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port),
+                                      device, hang_after, False, logging.getLogger().getEffectiveLevel()),
+                nprocs=learners, join=False, start_method="spawn")
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         _supervise(ctx.processes, timeout_s, store)
     except KeyboardInterrupt:
-        for p in ctx.processes:
+        for p in ctx.processes if ctx is not None else ():
             if p.is_alive():
                 p.terminate()
-        for p in ctx.processes:
+        for p in ctx.processes if ctx is not None else ():
             p.join(10)
         raise AsrError("interrupted (SIGINT / Ctrl-C); the learners were stopped",
                        fix="continue from the last checkpoint with --resume") from None
