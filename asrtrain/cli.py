@@ -121,7 +121,7 @@ def cli(verbose: bool, quiet: bool) -> None:
 
 
 INTERRUPTED = AsrError("interrupted (SIGINT / Ctrl-C)",
-                       fix="run the command again (asrtrain train: continue with --resume)")
+                       fix="run it again; asrtrain train continues from the last checkpoint with --resume")
 
 
 def interrupted() -> None:

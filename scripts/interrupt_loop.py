@@ -10,6 +10,8 @@ start-up, training, the final average, after final.pt, and a few after the run e
 
 - one_line:  exit status 1, no traceback, and exactly one error line, ``asrtrain: error: interrupted ...``
 - finished:  exit status 0 and stdout the path of final.pt (the run was done when the signal came)
+- sigint_at_startup: killed by SIGINT itself with nothing printed: the signal came while the interpreter was
+             starting, before it installed its own handler (no Python code of ours has run yet)
 - crash:     killed by a signal (SIGSEGV, SIGABRT, ...) or a native-crash message on stderr
 - hang:      still running --hang-s seconds after the signal (then killed)
 - other:     anything else (another exit status, more or other lines, a traceback)
@@ -55,6 +57,8 @@ def start(cmd):
 def classify(rc, out: str, err: str, exp: Path) -> str:
     if rc is None:
         return "hang"
+    if rc == -signal.SIGINT and not err:
+        return "sigint_at_startup"  # Python's default disposition: before the interpreter installed its handler
     if rc < 0 or any(m in err for m in NATIVE):
         return "crash"
     if rc == 0 and out == f"{exp / 'final.pt'}\n":
@@ -92,7 +96,7 @@ def main() -> None:
     if p.returncode != 0:
         sys.exit(f"calibration run failed ({p.returncode}):\n{err}")
     rng = random.Random(a.seed)
-    counts = {k: 0 for k in ("one_line", "finished", "crash", "hang", "other")}
+    counts = {k: 0 for k in ("one_line", "finished", "sigint_at_startup", "crash", "hang", "other")}
     bad, began = [], time.monotonic()
     for i in range(a.trials):
         if a.minutes and time.monotonic() - began > a.minutes * 60:

@@ -176,17 +176,18 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
     ctx = None
     try:
         # Ctrl-C reaches the whole process group: the parent stops the learners and says so in one line.
-        # The learners start with SIGINT blocked (the mask is inherited through fork and exec), so one
-        # still importing torch cannot print a KeyboardInterrupt traceback; the parent gets a Ctrl-C of
-        # this moment when the mask is restored, inside this try.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        # The learners start with SIGINT ignored (an ignored signal stays ignored through exec, and Python
+        # then installs no handler of its own), so one still importing torch prints no KeyboardInterrupt
+        # traceback. (A blocked mask would not do: multiprocessing's spawn clears it in the child.) A
+        # Ctrl-C in the moment the learners are being started is lost; the next one is seen.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             ctx = torch.multiprocessing.start_processes(
                 _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port),
                                       device, hang_after, False, logging.getLogger().getEffectiveLevel()),
                 nprocs=learners, join=False, start_method="spawn")
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            signal.signal(signal.SIGINT, previous)
         _supervise(ctx.processes, timeout_s, store)
     except KeyboardInterrupt:
         for p in ctx.processes if ctx is not None else ():
