@@ -151,12 +151,30 @@ def main() -> None:
     """The console entry point. Ctrl-C at any moment ends with one line and exit status 1: at start-up
     and in a command (:func:`interrupted`); once the command has returned (its result printed) a late
     Ctrl-C is ignored and the exit status is the command's."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _sigint)
     try:
         cli(prog_name="asrtrain")
     except KeyboardInterrupt:
         interrupted()
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _sigint(signum, frame) -> None:
+    """Python's KeyboardInterrupt, except inside the import machinery: raised in importlib's module-lock
+    callback it is swallowed ("Exception ignored in ... _get_module_lock") and can leave the import lock
+    held, so the run goes on and later hangs (CPython 3.11). There the signal is sent again a moment
+    later, once the import is done."""
+    f = frame
+    while f is not None:
+        if f.f_code.co_filename.startswith("<frozen importlib"):
+            import threading
+
+            threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        f = f.f_back
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

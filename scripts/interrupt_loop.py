@@ -11,7 +11,8 @@ start-up, training, the final average, after final.pt, and a few after the run e
 - one_line:  exit status 1, no traceback, and exactly one error line, ``asrtrain: error: interrupted ...``
 - finished:  exit status 0 and stdout the path of final.pt (the run was done when the signal came)
 - sigint_at_startup: killed by SIGINT itself with nothing printed: the signal came while the interpreter was
-             starting, before it installed its own handler (no Python code of ours has run yet)
+             starting, before it installed its own handler, or Python's own "Fatal Python error:
+             init_import_site" when it came during the import of `site` (no code of ours has run yet)
 - crash:     killed by a signal (SIGSEGV, SIGABRT, ...) or a native-crash message on stderr
 - hang:      still running --hang-s seconds after the signal (then killed)
 - other:     anything else (another exit status, more or other lines, a traceback)
@@ -57,8 +58,9 @@ def start(cmd):
 def classify(rc, out: str, err: str, exp: Path) -> str:
     if rc is None:
         return "hang"
-    if rc == -signal.SIGINT and not err:
-        return "sigint_at_startup"  # Python's default disposition: before the interpreter installed its handler
+    if (rc == -signal.SIGINT and not err) or "init_import_site" in err:
+        # before the interpreter installed its handler, or while it imports `site`: no code of ours ran yet
+        return "sigint_at_startup"
     if rc < 0 or any(m in err for m in NATIVE):
         return "crash"
     if rc == 0 and out == f"{exp / 'final.pt'}\n":
