@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import signal
+import sys
 from pathlib import Path
 
 import click
@@ -51,10 +54,21 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:  # click would print "Aborted!"
+            interrupted()
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:  # in start-up, or a command that has no line of its own for it
+            interrupted()
         except AsrError as err:
+            if err.message.startswith("interrupted"):
+                leave(f"asrtrain: error: {err.render()}", 1)
+            click.echo(f"asrtrain: error: {err.render()}", err=True)
             click.echo(f"asrtrain: error: {err.render()}", err=True)
             ctx.exit(1)
         except OSError as err:  # a full disk or a file we may not touch, wherever it happens: one line
@@ -108,8 +122,61 @@ def cli(verbose: bool, quiet: bool) -> None:
     console_log(level, "%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+INTERRUPTED = AsrError("interrupted (SIGINT / Ctrl-C)",
+                       fix="run it again; asrtrain train continues from the last checkpoint with --resume")
+
+
+def interrupted() -> None:
+    """Ctrl-C anywhere outside a command's own handling: the one line, exit status 1."""
+    leave(f"asrtrain: error: {INTERRUPTED.render()}", 1)
+
+
+def leave(line: str, code: int) -> None:
+    """Print ``line`` on stderr and end the process now, ignoring any further Ctrl-C. After an interrupt
+    the interpreter's own shutdown is skipped: threads a library left behind (gloo's, TensorBoard's, a
+    data loader's) may still run native code, and module teardown under them can crash the process after
+    the line. Files are already closed or atomically replaced: nothing is lost."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
+
+
 def main() -> None:
-    cli(prog_name="asrtrain")
+    """The console entry point. Ctrl-C at any moment ends with one line and exit status 1: at start-up
+    and in a command (:func:`interrupted`); once the command has returned (its result printed) a late
+    Ctrl-C is ignored and the exit status is the command's."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _sigint)
+    try:
+        cli(prog_name="asrtrain")
+    except KeyboardInterrupt:
+        interrupted()
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _sigint(signum, frame) -> None:
+    """Python's KeyboardInterrupt, except inside the import machinery: raised in importlib's module-lock
+    callback it is swallowed ("Exception ignored in ... _get_module_lock") and can leave the import lock
+    held, so the run goes on and later hangs (CPython 3.11). There the signal is sent again a moment
+    later, once the import is done."""
+    f = frame
+    while f is not None:
+        if f.f_code.co_filename.startswith("<frozen importlib"):
+            import threading
+
+            threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        f = f.f_back
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

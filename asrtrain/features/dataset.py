@@ -183,6 +183,8 @@ def prefetch(dataset: AsrDataset, batches: Sequence[Sequence[str]], depth: int =
             q.put(err)
 
     th = threading.Thread(target=work, daemon=True, name="prefetch")
+    live = (stop, q, th)
+    _LIVE.add(live)
     th.start()
     try:
         while True:
@@ -193,9 +195,27 @@ def prefetch(dataset: AsrDataset, batches: Sequence[Sequence[str]], depth: int =
                 raise item
             yield item
     finally:
-        stop.set()
-        while th.is_alive():
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                th.join(timeout=0.05)
+        _LIVE.discard(live)
+        _end(stop, q, th)
+
+
+# Prefetch threads not yet ended. A consumer's ``for`` loop left by an exception (Ctrl-C) does not close
+# its generator: the traceback keeps its frame, and its ``finally`` would run only when that is freed,
+# maybe during interpreter shutdown, with the thread still collating in native code (a crash).
+_LIVE: set = set()
+
+
+def _end(stop, q, th) -> None:
+    stop.set()
+    while th.is_alive():
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            th.join(timeout=0.05)
+
+
+def stop_prefetch() -> None:
+    """End every prefetch thread still running (the training loop's way out of an error or Ctrl-C)."""
+    for live in list(_LIVE):
+        _LIVE.discard(live)
+        _end(*live)

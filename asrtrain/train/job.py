@@ -289,5 +289,5 @@ def train(job: TrainJob) -> Optional[Path]:
                  " under torchrun/srun" if in_launched_group() else "", "resume" if job.resume else "fresh")
     run_learners(learner_main, job, d.learners, backend=d.backend, timeout_s=d.timeout_s,
                  threads=threads_for(job.cfg, d.learners), device=job.cfg.train.device,
-                 hang_after=d.hang_timeout_s)
+                 hang_after=d.hang_timeout_s, process_group=d.strategy != "single")
     return final if final.is_file() and not job.stop_after_steps and is_job_leader() else None

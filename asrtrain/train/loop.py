@@ -35,7 +35,7 @@ from asrtrain.model.blstm import build_model
 from asrtrain.model.rnn_stack import check_rnn_bf16
 from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.batching import BatchSource, BatchSpec, batch_source, oversized
-from asrtrain.features.dataset import AsrDataset, Batch, prefetch
+from asrtrain.features.dataset import AsrDataset, Batch, prefetch, stop_prefetch
 from asrtrain.train.lr import lr_at, schedule_change
 from asrtrain.train.resume import average_weights, check_resumed_together, load_checkpoint, save_checkpoint
 from asrtrain.train.state import Learner, LearnerState, TrainJob
@@ -324,6 +324,12 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
         monitor.close()
         strategy.close()
         return None
+    except BaseException:
+        # Ctrl-C or an error: no thread of this run may outlive it (prefetch collating in native code, the
+        # TensorBoard writer's) -- one still running at interpreter exit can crash it.
+        stop_prefetch()
+        monitor.close()
+        raise
     finally:
         if learner.writer is not None:
             learner.writer.close()  # a failed run still leaves its last checkpoint whole on disk

@@ -108,7 +108,10 @@ class Monitor:
         plt.close(fig)
 
     def close(self) -> None:
+        """End the progress bar and the TensorBoard writer (and its thread); a second call does nothing."""
         if self.bar is not None:
             self.bar.close()
+            self.bar = None
         if self.tb is not None:
             self.tb.close()
+            self.tb = None

@@ -162,7 +162,8 @@ def local_store(timeout: datetime.timedelta) -> "dist.TCPStore":
 
 
 def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, backend: str = "auto",
-                 timeout_s: float = 60.0, threads: int = 1, device: str = "cpu", hang_after: float = 0.0) -> None:
+                 timeout_s: float = 60.0, threads: int = 1, device: str = "cpu", hang_after: float = 0.0,
+                 process_group: bool = True) -> None:
     """Run ``fn(rank, world_size, args)`` on every learner of the job.
 
     Args:
@@ -177,6 +178,9 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
             it creates any process group.
         hang_after: name a learner whose main thread made no progress for this many seconds while its
             heartbeat went on (:mod:`asrtrain.distributed.runtime.beacon`); 0 = off.
+        process_group: False when ``fn`` makes no collective call (strategy single): a job of one learner
+            in this process then makes no process group (no gloo threads to tear down, no ``[Gloo]``
+            line on the terminal). Spawned and torchrun learners always make one.
 
     Raises:
         AsrError: one line naming the first learner that died or failed.
@@ -193,20 +197,30 @@ def run_learners(fn: Callable[[int, int, Any], Any], args: Any, learners: int, b
     store = local_store(tmo)
     if learners == 1:
         _learner_entry(0, 1, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device,
-                       hang_after, in_process=True)
+                       hang_after, in_process=True, process_group=process_group)
         return
     keep_sockets_on_loopback(os.environ)
-    ctx = torch.multiprocessing.start_processes(
-        _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port), device,
-                              hang_after, False, logging.getLogger().getEffectiveLevel()),
-        nprocs=learners, join=False, start_method="spawn")
+    ctx = None
     try:
+        # Ctrl-C reaches the whole process group: the parent stops the learners and says so in one line.
+        # The learners start with SIGINT ignored (an ignored signal stays ignored through exec, and Python
+        # then installs no handler of its own), so one still importing torch prints no KeyboardInterrupt
+        # traceback. (A blocked mask would not do: multiprocessing's spawn clears it in the child.) A
+        # Ctrl-C in the moment the learners are being started is lost; the next one is seen.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            ctx = torch.multiprocessing.start_processes(
+                _learner_entry, args=(learners, fn, args, backend, timeout_s, threads, (LOCAL_HOST, store.port),
+                                      device, hang_after, False, logging.getLogger().getEffectiveLevel()),
+                nprocs=learners, join=False, start_method="spawn")
+        finally:
+            signal.signal(signal.SIGINT, previous)
         _supervise(ctx.processes, timeout_s, store)
     except KeyboardInterrupt:
-        for p in ctx.processes:
+        for p in ctx.processes if ctx is not None else ():
             if p.is_alive():
                 p.terminate()
-        for p in ctx.processes:
+        for p in ctx.processes if ctx is not None else ():
             p.join(10)
         raise AsrError("interrupted (SIGINT / Ctrl-C); the learners were stopped",
                        fix="continue from the last checkpoint with --resume") from None
@@ -267,7 +281,7 @@ def _supervise(procs, timeout_s: float, store=None) -> None:
 
 def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s: float, threads: int,
                    store_addr, device_spec: str = "cpu", hang_after: float = 0.0, in_process: bool = False,
-                   log_level: int = logging.INFO) -> None:
+                   log_level: int = logging.INFO, process_group: bool = True) -> None:
     """Body of one learner: bind its device, join the group, watch the peers, run ``fn``, report one
     line on error."""
     from asrtrain.device import bind_device, env_int, resolve_device, shares_gpu
@@ -318,9 +332,11 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         if not in_process:  # in-process, they would make the next run_learners think it is under torchrun
             os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK=str(rank),
                               WORLD_SIZE=str(world_size))
-        store = dist.TCPStore(host, port, None, False, timeout=tmo)
-        with native_stdout_to_stderr():  # gloo's connection line is not the command's output
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
+        process_group = process_group or not in_process or world_size > 1
+        if process_group:
+            store = dist.TCPStore(host, port, None, False, timeout=tmo)
+            with native_stdout_to_stderr():  # gloo's connection line is not the command's output
+                dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
         store_owner = "the parent process"
     watch = PeerWatch(host, port, rank, world_size, dead_after=min(timeout_s / 2, MAX_DEAD_AFTER_S),
                       store_owner=store_owner, hang_after=hang_after)
@@ -332,14 +348,16 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         message = watch.explain(err)
         if in_process:
             watch.stop()
-            dist.destroy_process_group()  # the caller may run another job in this process
+            if process_group:
+                dist.destroy_process_group()  # the caller may run another job in this process
             fix = "continue from the last checkpoint with --resume" if isinstance(err, KeyboardInterrupt) else None
             raise AsrError(message, fix=fix) from None
         sys.stderr.write(f"asrtrain: error: learner rank {rank}: {message}\n")
         sys.stderr.flush()
         os._exit(1)  # a dead peer can make process-group teardown hang: leave now
     watch.stop()
-    dist.destroy_process_group()
+    if store_addr is None or process_group:
+        dist.destroy_process_group()
 
 
 def keep_sockets_on_loopback(env) -> None:
