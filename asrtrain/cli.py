@@ -69,7 +69,6 @@ class LazyGroup(click.Group):
             if err.message.startswith("interrupted"):
                 leave(f"asrtrain: error: {err.render()}", 1)
             click.echo(f"asrtrain: error: {err.render()}", err=True)
-            click.echo(f"asrtrain: error: {err.render()}", err=True)
             ctx.exit(1)
         except OSError as err:  # a full disk or a file we may not touch, wherever it happens: one line
             one_line = os_error_line(err)
