@@ -27,15 +27,14 @@ def pack(exp: Path, out: Path, lm: Optional[Path] = None, params: Optional[Path]
     """Write the pack into ``out`` (a staging dir moved into place: a failed pack leaves nothing)."""
     from asrtrain import __version__
     from asrtrain.decode.run import load_model
+    from asrtrain.atomic import staging_dir, swap_dir
     from asrtrain.model.files import save_checked
 
     exp, out = Path(exp), Path(out)
     if out.exists():
         raise AsrError("exists already", out, fix="give a new directory, or remove it")
     cfg, model = load_model(exp, checkpoint, "cpu")
-    stage = out.with_name(out.name + ".tmp")
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True)
+    stage = staging_dir(out)
     try:
         shutil.copy(exp / "config.yaml", stage / "config.yaml")
         shutil.copy(exp / "tokenizer.model", stage / "tokenizer.model")
@@ -52,7 +51,7 @@ def pack(exp: Path, out: Path, lm: Optional[Path] = None, params: Optional[Path]
         (stage / "MODEL.md").write_text(card(exp, cfg, __version__, checkpoint))
         files = sorted(p for p in stage.iterdir() if p.is_file())
         (stage / MANIFEST).write_text("".join(f"{_sha(p)}  {p.name}\n" for p in files))
-        stage.rename(out)
+        swap_dir(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
