@@ -95,10 +95,9 @@ class Transcriber:
         """Mono float32 [n] at the model's rate -> CMVN'd features [T, D] as training computed them;
         a speaker-CMVN model uses ``speaker_stats`` ([2, D+1]) when given, else the audio's own."""
         from asrtrain.features import cmvn
-        from asrtrain.features.fbank import fbank
 
         conf = self.cfg.features
-        feats = fbank(wave, self.rate, conf, seed="transcribe")
+        feats = self.raw_features(wave)
         if feats.shape[0] == 0:
             raise AsrError(f"shorter than one frame ({len(wave)} samples)", fix="give longer audio")
         if conf.cmvn == "global":
