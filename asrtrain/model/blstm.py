@@ -12,9 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from asrtrain.config import ModelConfig
-# the layer runners live in rnn_stack; imported here too, where tests and benchmarks have found them
-from asrtrain.model.rnn_stack import (blstm_packed, blstm_padded, padded_path_on_cpu,  # noqa: F401
-                                      reverse_index, rnn_outside_autocast, run_stack)
+from asrtrain.model.rnn_stack import run_stack
 
 
 def stack_frames(x: torch.Tensor, lengths: torch.Tensor, stack: int, subsample: int):

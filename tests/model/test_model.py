@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from asrtrain.config import ModelConfig
-from asrtrain.model.blstm import blstm_packed, blstm_padded, build_model, reverse_index
+from asrtrain.model.blstm import build_model
+from asrtrain.model.rnn_stack import blstm_packed, blstm_padded, reverse_index
 
 
 def test_reverse_index_reverses_valid_frames_and_keeps_padding():
@@ -57,13 +58,13 @@ def test_model_output_does_not_depend_on_batch_mates():
 def test_low_precision_on_the_cpu_runs_where_onednn_cannot(dtype, monkeypatch):
     """A CPU without oneDNN's bf16/fp16 RNN falls back to the packed path instead of failing to build
     the primitive (fp16 on this CPU is such a case; bf16 is forced to it here)."""
-    from asrtrain.model import blstm
+    from asrtrain.model import rnn_stack
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False, raising=False)
     torch.manual_seed(0)
     model = build_model(ModelConfig(input_dim=4, num_targets=5, hidden=6, num_layers=2, stack=1, subsample=1))
     x = torch.randn(2, 5, 4)
     with torch.autocast("cpu", dtype=dtype):
-        assert not blstm.padded_path_on_cpu(x) or torch.ops.mkldnn._is_mkldnn_fp16_supported()
+        assert not rnn_stack.padded_path_on_cpu(x) or torch.ops.mkldnn._is_mkldnn_fp16_supported()
         out, _ = model(x, torch.tensor([5, 3]))
     assert torch.isfinite(out.float()).all()
 
