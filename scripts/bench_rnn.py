@@ -56,7 +56,8 @@ def main() -> None:
 
     from asrtrain.config import Config
     from asrtrain.config.file import load_config
-    from asrtrain.model.blstm import blstm_packed, blstm_padded, build_model
+    from asrtrain.model.blstm import build_model
+    from asrtrain.model.rnn_stack import blstm_packed, blstm_padded
     from dataclasses import replace
 
     cfg = load_config(args.config) if args.config else Config()
