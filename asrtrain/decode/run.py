@@ -31,6 +31,7 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
     from asrtrain.device import resolve_device
     from asrtrain.model.blstm import build_model
     from asrtrain.model.files import load_checked
+    from asrtrain.model.stamp import check_stamp
 
     exp_dir = Path(exp_dir)
     cfg_path = exp_dir / "config.yaml"
@@ -55,6 +56,7 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
         raise AsrError(f"the model has non-finite weights ({', '.join(bad[:3])}): its hypotheses would be "
                        "meaningless", path, fix="decode an earlier checkpoint (--checkpoint), or retrain with "
                        "a lower train.lr")
+    check_stamp(payload, cfg, cfg_path, path)
     model = build_model(cfg.model).to(where)
     try:
         model.load_state_dict(state)

@@ -32,6 +32,7 @@ import torch
 from asrtrain.errors import AsrError
 from asrtrain.atomic import atomic_write_text
 from asrtrain.model.files import load_checked, save_checked
+from asrtrain.model.stamp import STAMP_KEY, check_same_stamp, check_stamp, stamp_of
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +248,14 @@ def epoch_checkpoints(exp_dir: Path) -> List[Path]:
 
 def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -> Dict[str, torch.Tensor]:
     """Average the ``avg_model`` of the last ``k`` epoch checkpoints (floating tensors only), summing on
-    ``device`` (default the CPU); the result is on the host. Models of different shapes (checkpoints of
-    two runs) are refused, naming both files."""
+    ``device`` (default the CPU); the result is on the host. Models of different shapes or saved configs
+    (checkpoints of two runs) are refused, naming both files."""
+    return _average(exp_dir, k, device)[0]
+
+
+def _average(exp_dir: Path, k: int, device: Optional[torch.device] = None
+             ) -> Tuple[Dict[str, torch.Tensor], Optional[Dict[str, Any]]]:
+    """:func:`average_last`, and the saved config of the checkpoints averaged (None for older files)."""
     if k < 1:
         raise AsrError(f"--last {k}: must be >= 1 (the number of epoch checkpoints to average)",
                        ckpt_dir(exp_dir), fix="e.g. --last 3")
@@ -256,14 +263,18 @@ def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -
     if not paths:
         raise AsrError("no epoch checkpoints to average", ckpt_dir(exp_dir), fix="train first")
     total: Dict[str, torch.Tensor] = {}
+    stamp: Optional[Dict[str, Any]] = None
     for p in paths:
         payload = load_checked(p, device or "cpu")
         if not isinstance(payload, dict) or "avg_model" not in payload:
             raise AsrError("epoch checkpoint without the learner-averaged model (avg_model)", p,
                            fix="average epoch checkpoints written by asrtrain train")
         state = payload["avg_model"]
+        this = stamp_of(payload, p)
         if total:
             _check_same_model(paths[0], total, p, state)
+            check_same_stamp(paths[0], stamp, p, this)
+        stamp = stamp if stamp is not None else this
         for name, t in state.items():
             if name not in total:
                 total[name] = t.clone().double() if t.is_floating_point() else t.clone()
@@ -276,7 +287,7 @@ def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -
                        "nothing written", ckpt_dir(exp_dir),
                        fix="average fewer, earlier checkpoints (--last), or retrain with a lower train.lr")
     log.info("averaged %d checkpoints: %s", len(paths), ", ".join(p.name for p in paths))
-    return out
+    return out, stamp
 
 
 def average_exp(exp_dir: Path, k: Optional[int] = None, out: Optional[Path] = None, force: bool = False,
@@ -311,9 +322,23 @@ def average_exp(exp_dir: Path, k: Optional[int] = None, out: Optional[Path] = No
     if path.exists() and not force:
         raise AsrError("exists already; average does not replace a model file", path,
                        fix="add --force to replace it, or give another --out")
-    model = average_last(exp_dir, asked, device)
-    save_checked({"model": model, "averaged": asked}, path)
+    model, stamp = _average(exp_dir, asked, device)
+    payload: Dict[str, Any] = {"model": model, "averaged": asked}
+    if stamp is not None:
+        _check_exp_config(exp_dir, stamp, epoch_checkpoints(exp_dir)[-1])
+        payload[STAMP_KEY] = stamp
+    save_checked(payload, path)
     return path
+
+
+def _check_exp_config(exp_dir: Path, stamp: Dict[str, Any], newest: Path) -> None:
+    """Refuse averaging checkpoints trained under another model or features config than the exp dir's
+    config.yaml says (an edited file): the average would be decoded under the edited one."""
+    from asrtrain.config.file import load_config
+
+    stored = Path(exp_dir) / "config.yaml"
+    if stored.is_file():
+        check_stamp({STAMP_KEY: stamp}, load_config(stored), stored, newest)
 
 
 def _average_last_of(exp_dir: Path) -> int:

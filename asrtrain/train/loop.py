@@ -33,6 +33,7 @@ from asrtrain.distributed.runtime.beacon import note_progress
 from asrtrain.errors import AsrError
 from asrtrain.model.blstm import build_model
 from asrtrain.model.rnn_stack import check_rnn_bf16
+from asrtrain.model.stamp import STAMP_KEY, config_stamp
 from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.batching import BatchSource, BatchSpec, batch_source, oversized
 from asrtrain.features.dataset import AsrDataset, Batch, prefetch, stop_prefetch
@@ -353,7 +354,7 @@ def write_final(job: TrainJob, model) -> Path:
         raise AsrError(f"the final model has non-finite weights ({', '.join(bad[:3])}); final.pt not written",
                        job.exp_dir / "checkpoints", fix="resume from an earlier epoch with a lower train.lr")
     path = job.exp_dir / "final.pt"
-    ckpt.save_checked({"model": state, "averaged": k}, path)
+    ckpt.save_checked({"model": state, "averaged": k, STAMP_KEY: config_stamp(job.cfg)}, path)
     log.info("final model (average of the last %d epoch(s)) -> %s", max(1, k), path)
     return path
 

@@ -18,6 +18,7 @@ from asrtrain.distributed.collective import flatten
 from asrtrain.errors import AsrError
 from asrtrain.distributed.runtime.beacon import note_progress
 from asrtrain.distributed.runtime.launch import writes_job_files
+from asrtrain.model.stamp import STAMP_KEY, check_stamp, config_stamp
 from asrtrain.train import checkpoint as ckpt
 from asrtrain.train.state import Learner, LearnerState, TrainJob
 
@@ -32,7 +33,7 @@ def save_checkpoint(learner: Learner, strategy: Strategy, state: LearnerState, j
         "model": learner.model.state_dict(), "optimizer": learner.optimizer.state_dict(), "step": state.step,
         "epoch": state.epoch, "batch_index": state.batch_index, "history": state.history,
         "rng": ckpt.rng_state(learner.device), "strategy": strategy.state_dict(),
-        "world_size": strategy.world_size, "bad_steps": learner.bad_steps,
+        "world_size": strategy.world_size, "bad_steps": learner.bad_steps, STAMP_KEY: config_stamp(job.cfg),
     }
     if learner.scaler is not None:
         payload["scaler"] = learner.scaler.state_dict()
@@ -86,6 +87,7 @@ def load_checkpoint(learner: Learner, strategy: Strategy, job: TrainJob) -> Lear
     if payload.get("world_size", 1) != strategy.world_size:
         raise AsrError(f"checkpoint was written by {payload['world_size']} learners, this run has "
                        f"{strategy.world_size}", path, fix=f"resume with --learners {payload['world_size']}")
+    check_stamp(payload, job.cfg, job.exp_dir / "config.yaml", path)
     try:
         learner.model.load_state_dict(payload["model"])
         learner.optimizer.load_state_dict(payload["optimizer"])

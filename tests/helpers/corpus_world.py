@@ -10,7 +10,7 @@ from typing import Callable, Dict, Union
 import numpy as np
 import soundfile as sf
 
-from tests.helpers.cli_helpers import run
+from tests.helpers.cli_helpers import one_error, run
 from tests.helpers.featfix import make_feat_dir
 from tests.helpers.sphere_fixture import make_data_dir
 
@@ -195,3 +195,14 @@ def nan_checkpoints(path: Path) -> None:
         payload = load_checked(p)
         _nan_first_float(payload["avg_model"])
         save_checked(payload, p)
+
+
+def check_case(world: Dict[str, Path], tmp: Path, files: Dict[str, Content], command: str, fragment) -> str:
+    """Run one bad-input corpus case on a copy of ``world``: exactly one ``asrtrain: error:`` line holding
+    ``fragment`` (a str or a tuple of them, with ``{tmp}``-style names of the copies). Returns the line."""
+    dirs = materialize(world, tmp, files, command)
+    args = [a.format(**dirs) for a in command.split()]
+    err = one_error(run(*args))
+    for frag in fragment if isinstance(fragment, tuple) else (fragment,):
+        assert frag.format(**dirs) in err, err
+    return err

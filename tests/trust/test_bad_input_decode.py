@@ -12,12 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli_helpers import one_error, run
-from tests.helpers.corpus_world import build_world, materialize
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    return build_world(tmp_path_factory.mktemp("world"))
+from tests.helpers.corpus_world import materialize
 
 
 @contextlib.contextmanager
