@@ -7,6 +7,7 @@ sums and the frame count in column D; row 1 holds the sums of squares (column D 
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Dict, Tuple, Union
 
@@ -93,8 +94,34 @@ def read_stats(spec: str) -> np.ndarray:
     if stats.ndim != 2 or stats.shape[0] != 2:
         raise AsrError(f"{spec} does not hold CMVN stats (shape {stats.shape}, want [2, D+1])")
     if not np.isfinite(stats).all():
-        raise AsrError(f"CMVN stats in {spec} hold NaN or Inf", fix="recompute the features")
+        raise AsrError(f"CMVN stats in {spec} hold NaN or Inf", fix=RECOMPUTE)
+    _check_range(stats, spec)
     return stats
+
+
+#: the fix for damaged stats
+RECOMPUTE = "recompute CMVN: asrtrain features DATA_DIR OUT_DIR"
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_range(stats: np.ndarray, spec: str) -> None:
+    """Refuse finite stats [2, D+1] whose count is below one frame, or whose sums, mean or normalisation
+    (either ``cmvn_norm_vars``) lie beyond float32, where CMVN is applied: cast there they would overflow to
+    Inf (and NaN) features. Real stats are sums over frames of fbank values, far below that range."""
+    dim = stats.shape[1] - 1
+    count = stats[0, dim]
+    if count < 1.0:
+        raise AsrError(f"insufficient CMVN stats in {spec}: frame count {count}",
+                       fix="recompute features; an empty speaker or set has no statistics")
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        mean = stats[0, :dim] / count
+        var = np.maximum(stats[1, :dim] / count - mean * mean, VAR_FLOOR)
+        scale = 1.0 / np.sqrt(var)
+        parts = (stats, mean, scale, mean * scale)
+    worst = max((float(np.max(np.abs(p), initial=0.0)) for p in parts), key=lambda v: (math.isnan(v), v))
+    if not (math.isfinite(worst) and worst <= F32_MAX):
+        raise AsrError(f"CMVN stats in {spec} overflow: a sum, mean or normalisation reaches {worst:.3g}, beyond "
+                       f"float32's {F32_MAX:.3g} (damaged stats?)", fix=RECOMPUTE)
 
 
 def write_speaker(out_dir: PathLike, stats: Dict[str, np.ndarray], scp_dir: PathLike = None) -> None:

@@ -174,6 +174,17 @@ def nan_stats(path: Path) -> None:
     kaldiio.save_mat(str(path), np.full((2, 14), np.nan))
 
 
+def huge_stats(value: float, row: int = 0) -> Callable:
+    """CMVN stats whose sums in ``row`` are ``value`` (finite in float64, beyond float32), count 100."""
+    def apply(path: Path) -> None:
+        import kaldiio
+        stats = np.array(kaldiio.load_mat(str(path)), dtype=np.float64)
+        stats[row, :-1] = value
+        stats[0, -1] = 100.0
+        kaldiio.save_mat(str(path), stats)
+    return apply
+
+
 def _nan_first_float(state) -> None:
     import torch
     name = next(n for n, t in state.items() if torch.is_tensor(t) and t.is_floating_point())

@@ -11,8 +11,8 @@ conftest.py) to new content; the command's ``{data}``, ``{feats}``, ``{tok}``, `
 import pytest
 
 from tests.helpers.cli_helpers import one_error, run
-from tests.helpers.corpus_world import (UTTS, append, audio_at, check_case, cut, dup_line, float_audio, line,
-                                        materialize, prepend, replace, segments_for_data, swap_lines)
+from tests.helpers.corpus_world import (UTTS, append, audio_at, check_case, cut, dup_line, float_audio, huge_stats,
+                                        line, materialize, prepend, replace, segments_for_data, swap_lines)
 
 U2 = UTTS[1]  # the utterance on line 2 of every data dir table
 CASES = []
@@ -275,6 +275,8 @@ case("train-features-yaml-mel-zero", {"feats/features.yaml": replace("num_mel_bi
 case("train-no-feats-scp", {"feats/feats.scp": None}, T, "not a features dir: feats.scp is missing")
 case("train-cmvn-missing", {"feats/cmvn_global.ark": None}, T, "cmvn_global.ark is missing")
 case("train-cmvn-truncated", {"feats/cmvn_global.ark": cut(0.5)}, T, "cannot read CMVN stats")
+case("train-cmvn-overflow", {"feats/cmvn_global.ark": huge_stats(1e300)}, T,
+     ("CMVN stats in {feats}/cmvn_global.ark overflow", "recompute CMVN: asrtrain features"))
 case("train-ark-truncated", {"feats/feats.ark": cut(0.5)}, T + " --set model.hidden=4 --set model.subsample=2",
      "(truncated or corrupt ark? AssertionError)")
 case("train-exp-holds-run", {"e/checkpoints/latest": "x", "e/checkpoints/epoch1.pt": "x"}, T,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.corpus_world import (UTTS, append, check_case, cut, line, materialize, nan_checkpoints,
-                                        nan_model, nan_stats, prepend, replace)
+                                        huge_stats, nan_model, nan_stats, prepend, replace)
 
 CASES = []
 F = "features {data} {tmp}/out"
@@ -75,6 +75,7 @@ for cid, files, frag in [
     ("ark-truncated", {"feats/feats.ark": cut(0.5)}, "cannot read features of"),
     ("ark-garbage", {"feats/feats.ark": lambda p: b"\x00" * len(p.read_bytes())}, "cannot read features of"),
     ("cmvn-nan", {"feats/cmvn_global.ark": nan_stats}, "hold NaN or Inf"),
+    ("cmvn-overflow", {"feats/cmvn_global.ark": huge_stats(1e40, row=1)}, "cmvn_global.ark overflow"),
     ("features-differ", {"feats/features.yaml": replace("dither: 0.0", "dither: 1.0")},
      "features differ from the model's"),
     ("no-features", {"feats/features.yaml": None}, "features.yaml is missing"),

@@ -340,6 +340,7 @@ def feat_dir(tmp_path_factory):
     return make_feat_dir(tmp_path_factory.mktemp("fz") / "feats", 6, dim=5)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # damaged CMVN stats are refused, not cast to Inf
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(["feats.ark", "cmvn_global.ark", "feat_dim", "feats.scp", "utt2num_frames",
                         "features.yaml"]),
@@ -364,6 +365,26 @@ def test_feature_dir_damage(feat_dir, name, how, pos, junk):
             one_line(err)
         else:
             assert all(m.ndim == 2 and m.shape[1] == reader.dim and np.isfinite(m).all() for m in mats)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("value,row", [(1e300, 0), (1e39, 0), (1e40, 1), (-1e300, 1), (1e33, 0)])
+def test_overflowing_cmvn_stats_are_refused_where_read(feat_dir, tmp_path, value, row):
+    """Stats finite in float64 but beyond float32 (or whose normalisation is) used to be cast to Inf with a
+    RuntimeWarning and turn every feature into Inf/NaN; now the stats file is named when read."""
+    import shutil
+    from asrtrain.features.reader import FeatureReader
+    from tests.helpers.corpus_world import huge_stats
+    tmp = tmp_path / "feats"
+    shutil.copytree(feat_dir, tmp)
+    (tmp / "feats.scp").write_text((tmp / "feats.scp").read_text().replace(str(feat_dir), str(tmp)))
+    huge_stats(value, row)(tmp / "cmvn_global.ark")
+    with pytest.raises(AsrError) as err:
+        reader = FeatureReader(tmp)
+        [reader.load(u) for u in reader.keys()]
+    one_line(err.value)
+    text = err.value.render()
+    assert f"CMVN stats in {tmp / 'cmvn_global.ark'}" in text and "asrtrain features" in text, text
 
 
 # -- tokenizer --------------------------------------------------------------------------------------------
