@@ -91,6 +91,9 @@ class Tokenizer:
         import sentencepiece as spm
 
         self.path = Path(path)
+        if self.path.is_dir():
+            raise AsrError("is a directory, not a tokenizer model", self.path,
+                           fix="give the tokenizer.model file (asrtrain tokenizer train writes DIR/tokenizer.model)")
         if not self.path.is_file():
             raise AsrError("tokenizer model not found", self.path,
                            fix="train one with: asrtrain tokenizer train --text data/train/text --out DIR")

@@ -1,5 +1,5 @@
-"""``asrtrain transcribe``: many inputs -> Kaldi text, json or ctm lines; a bad file gets one line and
-the others are still transcribed (the count of failures is returned, for the exit status)."""
+"""``asrtrain transcribe``: many inputs -> Kaldi text, json or ctm lines; a bad file gets one log line and
+the others are still transcribed, then one error (``asrtrain: error: ...``) says how many failed."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ log = logging.getLogger("asrtrain.transcribe")
 
 
 def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Optional[Path] = None,
-                      channel: Optional[int] = None, echo=print, utt2spk: Optional[Path] = None) -> int:
-    """Transcribe every input; write lines to ``out`` (atomically) or through ``echo``; returns the
-    number of inputs that failed. ``utt2spk`` (utt id -> speaker; speaker-CMVN models) normalises each
+                      channel: Optional[int] = None, echo=print, utt2spk: Optional[Path] = None) -> None:
+    """Transcribe every input; write lines to ``out`` (atomically) or through ``echo``; then, if any input
+    failed, raise one :class:`AsrError`: the input's own error when there was one input, else how many
+    failed and the first (each is logged as it fails). ``utt2spk`` (utt id -> speaker; speaker-CMVN models) normalises each
     file with its speaker's stats over all of that speaker's files, as training's per-speaker CMVN did."""
     from asrtrain.atomic import atomic_write_text
     from asrtrain.progress import Progress
@@ -26,15 +27,16 @@ def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Opt
     pairs = expand_inputs(items)
     spk_stats = _speaker_stats(transcriber, pairs, utt2spk, channel) if utt2spk is not None else {}
     lines: List[str] = []
-    failed = 0
+    failed: List[tuple] = []
     t0, audio_s = time.time(), 0.0
     shown = Progress(len(pairs), "transcribe", log) if len(pairs) > 20 else None
     for utt, spec in pairs:
         try:
             res = transcriber.transcribe(spec, channel=channel, speaker_stats=spk_stats.get(utt))
         except AsrError as err:
-            failed += 1
-            log.error("%s: %s", spec, err.render())
+            failed.append((spec, err))
+            if len(pairs) > 1:
+                log.error("%s: %s", spec, err.render())
             continue
         finally:
             if shown is not None:
@@ -58,8 +60,20 @@ def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Opt
             echo(ln)
     elapsed = time.time() - t0
     log.info("transcribed %d of %d inputs (%.1f s of audio) in %.1f s, real-time factor %.3f",
-             len(pairs) - failed, len(pairs), audio_s, elapsed, elapsed / max(audio_s, 1e-9))
-    return failed
+             len(pairs) - len(failed), len(pairs), audio_s, elapsed, elapsed / max(audio_s, 1e-9))
+    if failed:
+        raise failure(failed, len(pairs))
+
+
+def failure(failed: List[tuple], total: int) -> AsrError:
+    """The one error for the ``(spec, AsrError)`` inputs that failed out of ``total``: the input's own
+    (naming the input when it does not) for a single input, else the count and the first."""
+    spec, err = failed[0]
+    if total == 1:
+        named = spec in err.render() or err.path is not None
+        return AsrError(err.message, err.path if named else spec, err.line, err.fix)
+    return AsrError(f"{len(failed)} of {total} inputs could not be transcribed (each is named above; the "
+                    f"first, {spec}: {err.render()})", fix="fix or leave out the inputs named above")
 
 
 def _speaker_stats(transcriber, pairs, utt2spk: Path, channel: Optional[int]):
