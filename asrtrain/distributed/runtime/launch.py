@@ -50,7 +50,7 @@ import torch
 import torch.distributed as dist
 
 from asrtrain.distributed.runtime.netif import choose_gloo_interface, loopback_interface
-from asrtrain.distributed.runtime.peerwatch import PeerWatch, attempt_store, get_verdict, set_verdict
+from asrtrain.distributed.runtime.peerwatch import VERDICT_KEY, PeerWatch, attempt_store, get_verdict, set_verdict
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
@@ -306,8 +306,7 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
     except AsrError as err:
         if in_process:
             raise
-        sys.stderr.write(f"asrtrain: error: learner rank {rank}: {err.render()}\n")
-        sys.stderr.flush()
+        _report(rank, err.render(), store_addr)
         os._exit(1)
     bind_device(device)  # before any process group: NCCL's communicator is made for this GPU
     if rank == 0:
@@ -339,7 +338,8 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
                 dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
         store_owner = "the parent process"
     watch = PeerWatch(host, port, rank, world_size, dead_after=min(timeout_s / 2, MAX_DEAD_AFTER_S),
-                      store_owner=store_owner, hang_after=hang_after)
+                      store_owner=store_owner, hang_after=hang_after,
+                      parent_reports=store_addr is not None and not in_process)
     watch.start_watching()
     try:
         fn(rank, world_size, args)
@@ -352,12 +352,31 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
                 dist.destroy_process_group()  # the caller may run another job in this process
             fix = "continue from the last checkpoint with --resume" if isinstance(err, KeyboardInterrupt) else None
             raise AsrError(message, fix=fix) from None
-        sys.stderr.write(f"asrtrain: error: learner rank {rank}: {message}\n")
-        sys.stderr.flush()
+        _report(rank, message, store_addr, consequence=watch.failure is not None)
         os._exit(1)  # a dead peer can make process-group teardown hang: leave now
     watch.stop()
     if store_addr is None or process_group:
         dist.destroy_process_group()
+
+
+def _report(rank: int, message: str, store_addr, consequence: bool = False) -> None:
+    """A spawned learner's failure, told once: posted as the verdict in the parent's store (unless one is
+    there: the first explanation wins), where the parent reads it and prints the job's one line, and the
+    other learners' watches read it and stop. Under torchrun/srun (no parent of ours), or when the store
+    cannot be reached, the learner prints its own line. ``consequence``: ``message`` names a peer's
+    failure (the watch's verdict), so it needs no ``learner rank N:`` of its own."""
+    line = message if consequence else f"learner rank {rank}: {message}"
+    if store_addr is not None:
+        try:
+            client = dist.TCPStore(store_addr[0], store_addr[1], None, False,
+                                   timeout=datetime.timedelta(seconds=10))
+            set_verdict(client, line)
+            client.get(VERDICT_KEY)  # a round trip: the verdict is stored before this process exits
+            return
+        except Exception:  # noqa: BLE001 - the parent is gone: say it here
+            pass
+    sys.stderr.write(f"asrtrain: error: {line}\n")
+    sys.stderr.flush()
 
 
 def keep_sockets_on_loopback(env) -> None:

@@ -79,8 +79,10 @@ class PeerWatch:
     """
 
     def __init__(self, host: str, port: int, rank: int, world_size: int, dead_after: float,
-                 store_owner: str = "the parent process", period: float = 0.5, hang_after: float = 0.0):
+                 store_owner: str = "the parent process", period: float = 0.5, hang_after: float = 0.0,
+                 parent_reports: bool = False):
         self.rank, self.world_size = rank, world_size
+        self.parent_reports = parent_reports  # a parent of ours prints the job's one line from the verdict
         self.hang_after = hang_after
         self.dead_after = max(2.0, dead_after)
         self.grace = min(10.0, self.dead_after)
@@ -142,9 +144,13 @@ class PeerWatch:
             signal.pthread_kill(self._main_ident, signal.SIGUSR1)
         if self._stop.wait(self.grace):
             return
-        sys.stderr.write(f"asrtrain: error: learner rank {self.rank}: {message} "
-                         f"(main thread stuck for {self.grace:.0f} s; exiting)\n")
-        sys.stderr.flush()
+        if self.parent_reports:  # the verdict is in its store: it says it once for the job
+            log.error("learner rank %d: main thread stuck for %.0f s after %s; exiting", self.rank, self.grace,
+                      message)
+        else:
+            sys.stderr.write(f"asrtrain: error: learner rank {self.rank}: {message} "
+                             f"(main thread stuck for {self.grace:.0f} s; exiting)\n")
+            sys.stderr.flush()
         os._exit(1)
 
     def _run(self) -> None:
