@@ -55,7 +55,6 @@ def train_tokenizer(text_path: Path, out_dir: Path, cfg: TokenizerConfig) -> Pat
     if not sentences:
         raise AsrError("no transcripts to train a tokenizer on", text_path)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     model = io.BytesIO()
     kwargs = dict(
         sentence_iterator=iter(sentences), model_writer=model, model_type=cfg.model_type,
@@ -70,8 +69,8 @@ def train_tokenizer(text_path: Path, out_dir: Path, cfg: TokenizerConfig) -> Pat
     try:
         spm.SentencePieceTrainer.train(**kwargs)
     except RuntimeError as err:
-        raise AsrError(f"sentencepiece training failed: {err}", text_path,
-                       fix="lower --vocab-size or use more text") from None
+        raise _training_error(err, cfg, text_path) from None
+    out_dir.mkdir(parents=True, exist_ok=True)  # after training: a failed one leaves no empty OUT_DIR
     path = out_dir / "tokenizer.model"
     with atomic_open(path, "wb") as fh:
         fh.write(model.getvalue())
@@ -82,6 +81,22 @@ def train_tokenizer(text_path: Path, out_dir: Path, cfg: TokenizerConfig) -> Pat
         log.warning("tokenizer: asked for %d pieces (--vocab-size), got %d: the text (%d transcripts) "
                     "supports no more", cfg.vocab_size, got, len(sentences))
     return path
+
+
+def _training_error(err: RuntimeError, cfg: TokenizerConfig, text_path: Path) -> AsrError:
+    """One line for sentencepiece's training failure: a vocabulary smaller than the text's characters
+    (sentencepiece's ``required_chars``) names the size needed; anything else its first line."""
+    import re
+
+    text = " ".join(str(err).split())
+    need = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", text)
+    if need:
+        return AsrError(f"--vocab-size {need.group(1)} is smaller than the {need.group(2)} pieces this text needs "
+                        f"(each character kept by tokenizer.character_coverage {cfg.character_coverage}, and the "
+                        "special pieces)", text_path,
+                        fix=f"give --vocab-size {need.group(2)} or more, or --model-type char")
+    return AsrError(f"sentencepiece training failed: {text[:300]}", text_path,
+                    fix="check the text ('<utt-id> <words...>' lines) and --vocab-size")
 
 
 class Tokenizer:

@@ -73,6 +73,10 @@ for cid, text, frag in [
 ]:
     case(f"spm-train-{cid}", {"t.txt": text}, TT, frag)
     case(f"spm-train-{cid}-bpe", {"t.txt": text}, TT + " --model-type bpe --vocab-size 20", frag)
+ALPHABET = "u1 abcdefghij klmnopqrst uvwxyz\nu2 the quick brown fox\n"  # 26 letters, 29 pieces with specials
+for mt in ("bpe", "unigram"):  # sentencepiece's "Vocabulary size is smaller than required_chars. 5 vs 29"
+    case(f"spm-train-vocab-below-characters-{mt}", {"t.txt": ALPHABET}, TT + f" --model-type {mt} --vocab-size 5",
+         ("t.txt: --vocab-size 5 is smaller than the 29 pieces this text needs", "fix: give --vocab-size 29 or more"))
 
 # -- soundfile: features from wav.scp --------------------------------------------------------------------
 F = "features {data} {tmp}/out"
@@ -131,3 +135,15 @@ case("kio-transcribe-cmvn-garbage", {"exp/cmvn_global.ark": b"\x00B" + bytes(ran
 @pytest.mark.parametrize("files,command,fragment", CASES)
 def test_library_error_gives_one_line(world, tmp_path, files, command, fragment):
     check_case(world, tmp_path, files, command, fragment)
+    if command.startswith("tokenizer train"):
+        assert not (tmp_path / "tk").exists()  # a failed training leaves no empty OUT_DIR
+
+
+def test_a_vocabulary_as_large_as_the_text_needs_trains(tmp_path):
+    from tests.helpers.cli_helpers import run
+
+    (tmp_path / "t.txt").write_text(ALPHABET)
+    r = run("tokenizer", "train", "--text", tmp_path / "t.txt", "--out", tmp_path / "tk", "--model-type", "bpe",
+            "--vocab-size", "29")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "tk" / "tokenizer.model").is_file()
