@@ -13,7 +13,7 @@ Layout of OUT:
   (normalised = feats * scale + offset); ``speaker`` means each utterance's own stats.
 - ``tokenizer.model`` (sentencepiece) and ``tokens.txt`` (``piece id`` lines; id 0 is the CTC blank).
 - ``meta.json``: the graph's names and shapes, vocabulary size, blank id, subsampling, frame shift, the
-  check's max difference, the asrtrain version; ``config.yaml``: the training config, for reference;
+  lexicon search's weights from the training config, the check's max difference, the asrtrain version; ``config.yaml``: the training config, for reference;
   ``lm.arpa`` and ``params.yaml`` when MODEL is a pack holding them.
 - ``MANIFEST.sha256``: every file's sha256 (:func:`asrtrain.transcribe.pack.verify` checks it).
 """
@@ -26,7 +26,7 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -118,6 +118,8 @@ def export(model: Path, out: Path, fmt: str = "onnx", checkpoint: Optional[Path]
             "outputs": {"log_probs": "float32 [batch, out_frames, vocab_size]", "out_lengths": "int64 [batch]"},
             "feature_dim": cfg.model.input_dim, "vocab_size": cfg.model.num_targets, "blank": 0,
             "subsample": cfg.model.subsample, "frame_shift_ms": cfg.features.frame_shift,
+            "decode": {"lm_weight": cfg.decode.lm_weight, "word_bonus": cfg.decode.word_bonus,
+                       "beam_size": cfg.decode.beam_size},
             "opset": graph.OPSET if fmt == "onnx" else None,
             "check": {"lengths": list(graph.CHECK_LENGTHS), "max_abs_diff": diff, "tolerance": graph.TOLERANCE}})
         write_manifest(stage)
@@ -128,6 +130,15 @@ def export(model: Path, out: Path, fmt: str = "onnx", checkpoint: Optional[Path]
     log.info("exported %s as %s in %.1f s; log-probs within %.2g of torch on a batch of lengths %s",
              model, fmt, seconds, diff, list(graph.CHECK_LENGTHS))
     return out
+
+
+def padded_batch(feats: Sequence[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """Features [T, D] each -> (float32 [B, max T, D] zero-padded, int64 lengths [B]): the graph's inputs."""
+    lengths = np.array([f.shape[0] for f in feats], dtype=np.int64)
+    out = np.zeros((len(feats), int(lengths.max()), feats[0].shape[1]), dtype=np.float32)
+    for i, f in enumerate(feats):
+        out[i, : f.shape[0]] = f
+    return out, lengths
 
 
 def _write_json(path: Path, obj) -> None:

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from asrtrain.errors import AsrError
+from asrtrain.export.bundle import padded_batch
 
 TOLERANCE = 1e-4  # max abs difference of log-probs allowed between the written graph and eager torch
 INPUTS = ("feats", "lengths")
@@ -62,15 +63,6 @@ def check_features(dim: int, lengths: Sequence[int], seed: int = 0) -> List[np.n
     """CMVN-like features (standard normal) of the given lengths: float32 [T, D] each."""
     rng = np.random.default_rng(seed)
     return [rng.standard_normal((t, dim)).astype(np.float32) for t in lengths]
-
-
-def padded_batch(feats: Sequence[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
-    """Features [T, D] each -> (float32 [B, max T, D] zero-padded, int64 lengths [B])."""
-    lengths = np.array([f.shape[0] for f in feats], dtype=np.int64)
-    out = np.zeros((len(feats), int(lengths.max()), feats[0].shape[1]), dtype=np.float32)
-    for i, f in enumerate(feats):
-        out[i, : f.shape[0]] = f
-    return out, lengths
 
 
 def alone(model: nn.Module, feats: Sequence[np.ndarray]) -> List[np.ndarray]:
