@@ -5,8 +5,13 @@ Everything but the model and the features is the torch engine's own (:class:`Tra
 segmentation, CMVN, greedy CTC, word times, sentencepiece): this class only swaps in
 
 - features from kaldi-native-fbank with ``fbank.json``'s options (torchaudio's Kaldi fbank in the torch
-  engine; the two agree to about 1e-3, tests/features/test_fbank_parity.py), dither always 0: the torch
-  engine dithers with a fixed seed when ``features.dither`` > 0, which knf's generator cannot reproduce;
+  engine; the two agree to about 1e-3, tests/features/test_fbank_parity.py). Dither (``features.dither``
+  > 0, as the AN4 recipe trains): the torch engine adds ``dither`` x N(0, 1) to every sample of every frame
+  from torch's generator seeded by the key "transcribe"; knf's own dither draws from a process-wide
+  generator (its noise would depend on how many files came before), so here knf runs with dither 0 and
+  the same noise level is added to the samples before framing, from numpy's generator seeded the same
+  way. Each frame then holds i.i.d. noise of the same size as in training, but other values, shared by
+  overlapping frames;
 - the acoustic model through onnxruntime (``model.onnx``, one padded batch per file's segments);
 - audio at another rate than the model's is refused, not resampled (the resampler is torchaudio's).
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import zlib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import List, Optional, Sequence, Union
@@ -32,6 +38,7 @@ from asrtrain.export.bundle import CMVN_JSON, FBANK_JSON, FORMATS, LAYOUT, META_
 from asrtrain.transcribe.model import Transcriber
 
 log = logging.getLogger("asrtrain.transcribe")
+DITHER_KEY = "transcribe"  # the seed key Transcriber.raw_features gives fbank's dither
 NEEDS = "pip install onnxruntime kaldi-native-fbank (or pip install 'asrtrain[onnx]')"
 
 
@@ -58,7 +65,8 @@ def _read_json(path: Path) -> dict:
 
 
 def knf_options(features: FeatureConfig):
-    """``kaldi_native_fbank.FbankOptions`` set one to one from the features config, dither 0."""
+    """``kaldi_native_fbank.FbankOptions`` set one to one from the features config, dither 0 (the engine
+    adds its own, seeded: module docstring)."""
     import kaldi_native_fbank as knf
 
     o = knf.FbankOptions()
@@ -145,8 +153,12 @@ class OnnxTranscriber(Transcriber):
         """Mono float32 [n] at the model's rate -> kaldi-native-fbank features [T, D] before CMVN."""
         import kaldi_native_fbank as knf
 
+        samples = np.asarray(wave, dtype=np.float32) * self.input_scale
+        if self.cfg.features.dither > 0:
+            noise = np.random.default_rng(zlib.crc32(DITHER_KEY.encode("utf-8"))).standard_normal(len(samples))
+            samples = samples + (self.cfg.features.dither * noise).astype(np.float32)
         fb = knf.OnlineFbank(self._knf)
-        fb.accept_waveform(float(self.rate), np.ascontiguousarray(wave, dtype=np.float32) * self.input_scale)
+        fb.accept_waveform(float(self.rate), np.ascontiguousarray(samples, dtype=np.float32))
         fb.input_finished()
         if fb.num_frames_ready == 0:
             return np.zeros((0, self.dim), dtype=np.float32)

@@ -82,3 +82,14 @@ def test_audio_at_another_rate_is_refused_not_resampled(exported):
         tr.transcribe(speechy(1.0, 8000), sample_rate=8000)
     with pytest.raises(AsrError, match="shorter than one frame"):
         tr.transcribe(np.zeros(100, np.float32), sample_rate=16000)
+
+
+def test_dither_is_added_at_the_trained_level_and_the_same_for_every_call(exported):
+    from asrtrain.features.fbank import fbank
+    from asrtrain.transcribe.onnx_engine import OnnxTranscriber
+    tr = OnnxTranscriber.load(exported("conv")[1])  # features.dither = 1
+    silence = np.zeros(8000, np.float32)  # digital silence: without dither every bin sits at the log floor
+    a, b = tr.raw_features(silence), tr.raw_features(silence)
+    assert np.array_equal(a, b)
+    torch_engine = fbank(silence, 16000, tr.cfg.features, seed="transcribe")
+    assert abs(float(a.mean()) - float(torch_engine.mean())) < 0.2 and a.std() > 0.3

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 
-def write_tiny_exp(root: Path, cmvn: str = "speaker", seed: int = 0, **model) -> Path:
-    """An exp dir in ``root``: config.yaml (23 fbank bins, ``cmvn``), a char tokenizer, an untrained
+def write_tiny_exp(root: Path, cmvn: str = "speaker", seed: int = 0, dither: float = 0.0, **model) -> Path:
+    """An exp dir in ``root``: config.yaml (23 fbank bins, ``cmvn``, ``dither``), a char tokenizer, an untrained
     BLSTM of 2 layers x 8 (``model`` overrides ModelConfig fields), and for global CMVN the stats of
     a few random feature frames (``cmvn_global.ark``)."""
     import torch
@@ -25,7 +25,7 @@ def write_tiny_exp(root: Path, cmvn: str = "speaker", seed: int = 0, **model) ->
     (root / "text").write_text("u1 yes no\nu2 one two three\nu3 go stop\n")
     tok = Tokenizer(train_tokenizer(root / "text", root / "tok", TokenizerConfig(model_type="char", vocab_size=20)))
     cfg = Config()
-    cfg = replace(cfg, features=replace(cfg.features, num_mel_bins=23, cmvn=cmvn),
+    cfg = replace(cfg, features=replace(cfg.features, num_mel_bins=23, cmvn=cmvn, dither=dither),
                   model=replace(cfg.model, **{"input_dim": 23, "num_targets": tok.vocab_size, "num_layers": 2,
                                               "hidden": 8, **model}))
     save_config(cfg, root / "config.yaml")
