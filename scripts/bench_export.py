@@ -49,7 +49,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     cfg = load_config(args.config)
-    bins = int(read_yaml(args.fbank).get("num_mel_bins", cfg.features.num_mel_bins))
+    bins = int(read_yaml(args.fbank)[0].get("num_mel_bins", cfg.features.num_mel_bins))
     cfg = replace(cfg, features=replace(cfg.features, num_mel_bins=bins, cmvn="speaker"),
                   model=replace(cfg.model, input_dim=bins, num_targets=30))
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,11 +87,11 @@ def main() -> None:
                 t = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t)
+    exported = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("decoder."))
     med = {k: statistics.median(v) for k, v in times.items()}
     m = cfg.model
     print(f"model: {m.frontend} front-end, {m.num_layers}x{m.hidden} BLSTM, subsample {m.subsample}, "
-          f"{bins} bins, {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters "
-          f"(attention decoder not exported)")
+          f"{bins} bins, {exported / 1e6:.2f} M parameters exported (the attention decoder is not)")
     print(f"export (trace, write, load, check): {export_s:.2f} s")
     print(f"{args.seconds:g} s utterance ({frames} frames), {args.threads} thread(s), median of {args.rounds}: "
           f"torch {med['torch'] * 1000:.1f} ms, onnxruntime {med['onnx'] * 1000:.1f} ms, "
