@@ -122,8 +122,12 @@ def check_onnx_supported(cfg) -> None:
 def export_onnx(model: nn.Module, path: Path, threads: int = 1) -> float:
     """Write the graph of ``model`` to ``path`` (ONNX, opset :data:`OPSET`, dynamic batch and time) and
     check it with onnxruntime; returns the max abs log-prob difference from torch."""
-    import onnxruntime as ort
-
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise AsrError("export --format onnx checks the graph with onnxruntime, which is not installed",
+                       fix="pip install 'asrtrain[onnx]' (onnx, onnxruntime), or export with --format torchscript"
+                       ) from None
     check_onnx_supported(model.cfg)
     graph = AcousticGraph(model)
     try:

@@ -35,6 +35,7 @@ import numpy as np
 from asrtrain.config import FeatureConfig
 from asrtrain.errors import AsrError
 from asrtrain.export.bundle import CMVN_JSON, FBANK_JSON, FORMATS, LAYOUT, META_JSON, padded_batch
+from asrtrain.features.fbank import feature_dim  # torch-free at import (fbank() imports it)
 from asrtrain.transcribe.model import Transcriber
 
 log = logging.getLogger("asrtrain.transcribe")
@@ -98,7 +99,7 @@ class OnnxTranscriber(Transcriber):
         super().__init__(cfg, session, tok, stats, search, max_segment_s)
         self.session, self.input_scale = session, input_scale
         self._knf = knf_options(cfg.features)
-        self.dim = cfg.features.num_mel_bins + (1 if cfg.features.use_energy else 0)
+        self.dim = feature_dim(cfg.features)
 
     @classmethod
     def load(cls, model: Union[str, Path], lm: Optional[Union[str, Path]] = None,
