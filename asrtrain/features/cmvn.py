@@ -120,8 +120,8 @@ def _check_range(stats: np.ndarray, spec: str) -> None:
         parts = (stats, mean, scale, mean * scale)
     worst = max((float(np.max(np.abs(p), initial=0.0)) for p in parts), key=lambda v: (math.isnan(v), v))
     if not (math.isfinite(worst) and worst <= F32_MAX):
-        raise AsrError(f"CMVN stats in {spec} overflow: a sum, mean or normalisation reaches {worst:.3g}, beyond "
-                       f"float32's {F32_MAX:.3g} (damaged stats?)", fix=RECOMPUTE)
+        raise AsrError(f"CMVN stats in {spec} overflow: a sum, mean or normalisation reaches {worst:.3g}, "
+                       f"beyond float32's {F32_MAX:.3g} (damaged stats?)", fix=RECOMPUTE)
 
 
 def write_speaker(out_dir: PathLike, stats: Dict[str, np.ndarray], scp_dir: PathLike = None) -> None:

@@ -18,6 +18,7 @@ from asrtrain.errors import AsrError
 
 #: the payload entry holding ``{"model": {...}, "features": {...}}``
 STAMP_KEY = "config"
+Stamp = Dict[str, Dict[str, Any]]
 
 #: model keys that do not change what a trained model computes: training-only weights and regularisers,
 #: and the layout/precision of the LSTM kernels (a checkpoint runs under any of them)
@@ -50,7 +51,7 @@ def stamp_differences(stamp: Dict[str, Dict[str, Any]], cfg: Any) -> List[Tuple[
     return _differences(stamp, config_stamp(cfg))
 
 
-def _differences(saved: Dict[str, Dict[str, Any]], here: Dict[str, Dict[str, Any]]) -> List[Tuple[str, Any, Any]]:
+def _differences(saved: Stamp, here: Stamp) -> List[Tuple[str, Any, Any]]:
     """``(section.key, saved value, here value)`` for each defining key of two stamps that differs; keys
     only one side knows (a config of another asrtrain version) are not compared."""
     from asrtrain.config.file import NOT_FEATURE_DEFINING
@@ -75,7 +76,7 @@ def check_stamp(payload: Any, cfg: Any, cfg_path: Path, model_path: Path) -> Non
                        f"{key} {saved!r}{more}", cfg_path, line=_line_of(cfg_path, key), fix=FIX)
 
 
-def check_same_stamp(first: Path, a: Optional[Dict[str, Any]], path: Path, b: Optional[Dict[str, Any]]) -> None:
+def check_same_stamp(first: Path, a: Optional[Stamp], path: Path, b: Optional[Stamp]) -> None:
     """Refuse averaging two model files whose saved configs differ in a defining key."""
     if a is None or b is None:
         return

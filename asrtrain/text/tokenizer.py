@@ -91,9 +91,9 @@ def _training_error(err: RuntimeError, cfg: TokenizerConfig, text_path: Path) ->
     text = " ".join(str(err).split())
     need = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", text)
     if need:
-        return AsrError(f"--vocab-size {need.group(1)} is smaller than the {need.group(2)} pieces this text needs "
-                        f"(each character kept by tokenizer.character_coverage {cfg.character_coverage}, and the "
-                        "special pieces)", text_path,
+        return AsrError(f"--vocab-size {need.group(1)} is smaller than the {need.group(2)} pieces this text "
+                        "needs (each character kept by tokenizer.character_coverage "
+                        f"{cfg.character_coverage}, and the special pieces)", text_path,
                         fix=f"give --vocab-size {need.group(2)} or more, or --model-type char")
     return AsrError(f"sentencepiece training failed: {text[:300]}", text_path,
                     fix="check the text ('<utt-id> <words...>' lines) and --vocab-size")
@@ -108,7 +108,8 @@ class Tokenizer:
         self.path = Path(path)
         if self.path.is_dir():
             raise AsrError("is a directory, not a tokenizer model", self.path,
-                           fix="give the tokenizer.model file (asrtrain tokenizer train writes DIR/tokenizer.model)")
+                           fix="give the tokenizer.model file in it (asrtrain tokenizer train writes "
+                               "DIR/tokenizer.model)")
         if not self.path.is_file():
             raise AsrError("tokenizer model not found", self.path,
                            fix="train one with: asrtrain tokenizer train --text data/train/text --out DIR")

@@ -39,8 +39,8 @@ def pack(exp: Path, out: Path, lm: Optional[Path] = None, params: Optional[Path]
     try:
         shutil.copy(exp / "config.yaml", stage / "config.yaml")
         shutil.copy(exp / "tokenizer.model", stage / "tokenizer.model")
-        save_checked({"model": {k: v.cpu() for k, v in model.state_dict().items()}, STAMP_KEY: config_stamp(cfg)},
-                     stage / "final.pt")
+        weights = {k: v.cpu() for k, v in model.state_dict().items()}
+        save_checked({"model": weights, STAMP_KEY: config_stamp(cfg)}, stage / "final.pt")
         if cfg.features.cmvn == "global":
             if not (exp / "cmvn_global.ark").is_file():
                 raise AsrError("a global-CMVN model needs its training stats in the exp dir",

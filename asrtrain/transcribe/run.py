@@ -18,8 +18,9 @@ def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Opt
                       channel: Optional[int] = None, echo=print, utt2spk: Optional[Path] = None) -> None:
     """Transcribe every input; write lines to ``out`` (atomically) or through ``echo``; then, if any input
     failed, raise one :class:`AsrError`: the input's own error when there was one input, else how many
-    failed and the first (each is logged as it fails). ``utt2spk`` (utt id -> speaker; speaker-CMVN models) normalises each
-    file with its speaker's stats over all of that speaker's files, as training's per-speaker CMVN did."""
+    failed and the first (each is logged as it fails). ``utt2spk`` (utt id -> speaker; speaker-CMVN models)
+    normalises each file with its speaker's stats over all of that speaker's files, as training's
+    per-speaker CMVN did."""
     from asrtrain.atomic import atomic_write_text
     from asrtrain.progress import Progress
     from asrtrain.transcribe.audio_in import expand_inputs

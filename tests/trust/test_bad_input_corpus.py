@@ -11,8 +11,9 @@ conftest.py) to new content; the command's ``{data}``, ``{feats}``, ``{tok}``, `
 import pytest
 
 from tests.helpers.cli_helpers import one_error, run
-from tests.helpers.corpus_world import (UTTS, append, audio_at, check_case, cut, dup_line, float_audio, huge_stats,
-                                        line, materialize, prepend, replace, segments_for_data, swap_lines)
+from tests.helpers.corpus_world import (UTTS, append, audio_at, check_case, cut, dup_line, float_audio,
+                                        huge_stats, line, materialize, prepend, replace, segments_for_data,
+                                        swap_lines)
 
 U2 = UTTS[1]  # the utterance on line 2 of every data dir table
 CASES = []

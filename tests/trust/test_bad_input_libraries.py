@@ -57,7 +57,8 @@ for cid, model, frag in [
 ]:
     case(f"spm-encode-model-{cid}", {"tok/tokenizer.model": model, "t.txt": "u1 one two\n"}, ENC, frag)
 case("spm-decode-model-zip", {"tok/tokenizer.model": ZIP, "ids.txt": "u1 1 2\n"},
-     "tokenizer decode --model {tok}/tokenizer.model --ids {tmp}/ids.txt", ("{tok}/tokenizer.model: ", NOT_SPM))
+     "tokenizer decode --model {tok}/tokenizer.model --ids {tmp}/ids.txt",
+     ("{tok}/tokenizer.model: ", NOT_SPM))
 case("spm-train-tokenizer-zip", {"tok/tokenizer.model": ZIP},
      "train --train-data {feats} --tokenizer {tok}/tokenizer.model --exp-dir {tmp}/e --print-config",
      ("{tok}/tokenizer.model: ", NOT_SPM, "fix: retrain it"))
@@ -75,8 +76,10 @@ for cid, text, frag in [
     case(f"spm-train-{cid}-bpe", {"t.txt": text}, TT + " --model-type bpe --vocab-size 20", frag)
 ALPHABET = "u1 abcdefghij klmnopqrst uvwxyz\nu2 the quick brown fox\n"  # 26 letters, 29 pieces with specials
 for mt in ("bpe", "unigram"):  # sentencepiece's "Vocabulary size is smaller than required_chars. 5 vs 29"
-    case(f"spm-train-vocab-below-characters-{mt}", {"t.txt": ALPHABET}, TT + f" --model-type {mt} --vocab-size 5",
-         ("t.txt: --vocab-size 5 is smaller than the 29 pieces this text needs", "fix: give --vocab-size 29 or more"))
+    case(f"spm-train-vocab-below-characters-{mt}", {"t.txt": ALPHABET},
+         TT + f" --model-type {mt} --vocab-size 5",
+         ("t.txt: --vocab-size 5 is smaller than the 29 pieces this text needs",
+          "fix: give --vocab-size 29 or more"))
 
 # -- soundfile: features from wav.scp --------------------------------------------------------------------
 F = "features {data} {tmp}/out"
@@ -143,7 +146,7 @@ def test_a_vocabulary_as_large_as_the_text_needs_trains(tmp_path):
     from tests.helpers.cli_helpers import run
 
     (tmp_path / "t.txt").write_text(ALPHABET)
-    r = run("tokenizer", "train", "--text", tmp_path / "t.txt", "--out", tmp_path / "tk", "--model-type", "bpe",
-            "--vocab-size", "29")
+    r = run("tokenizer", "train", "--text", tmp_path / "t.txt", "--out", tmp_path / "tk",
+            "--model-type", "bpe", "--vocab-size", "29")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "tk" / "tokenizer.model").is_file()

@@ -22,7 +22,8 @@ def edit(section: str, key: str, value, **more):
 
 
 def without_stamp(path):
-    """A model file as asrtrain wrote it before it saved its config (the entry removed, checksum rewritten)."""
+    """A model file as asrtrain wrote it before it saved its config (the entry removed, checksum
+    rewritten)."""
     from asrtrain.model.files import load_checked, save_checked
 
     payload = load_checked(path)
@@ -34,8 +35,8 @@ def trained(world, section, key):
     return yaml.safe_load((world["exp"] / "config.yaml").read_text())[section][key]
 
 
-EDITS = [("model", "subsample", 3), ("model", "stack", 4), ("model", "hidden", 16), ("model", "num_layers", 2),
-         ("model", "proj", 4), ("model", "num_targets", 7), ("features", "num_mel_bins", 20),
+EDITS = [("model", "subsample", 3), ("model", "stack", 4), ("model", "hidden", 16),
+         ("model", "num_layers", 2), ("model", "proj", 4), ("model", "num_targets", 7), ("features", "num_mel_bins", 20),
          ("features", "cmvn", "none")]
 D = "decode {exp} {feats} {tmp}/dec"
 
@@ -117,7 +118,8 @@ def test_a_model_file_without_its_config_still_decodes(world, tmp_path):
 
 def test_a_model_file_without_its_config_is_still_shape_checked(world, tmp_path):
     files = {"exp/final.pt": without_stamp, "exp/config.yaml": edit("model", "hidden", 16)}
-    check_case(world, tmp_path, files, D, ("{exp}/final.pt: the model file does not fit the exp dir's config",))
+    check_case(world, tmp_path, files, D,
+               ("{exp}/final.pt: the model file does not fit the exp dir's config",))
 
 
 def test_a_malformed_saved_config_is_refused(world, tmp_path):
@@ -136,7 +138,7 @@ def test_resume_refuses_a_config_edited_to_match_the_new_options(world, tmp_path
     """config.yaml edited to subsample 3 and the resume asking for 3: the options agree with the file, but
     the checkpoint was trained with 2, and the learner says so before a step."""
     dirs = materialize(world, tmp_path, {"exp/config.yaml": edit("model", "subsample", 3)}, "{exp} {feats}")
-    err = one_error(run("train", "--train-data", dirs["feats"], "--tokenizer", dirs["exp"] / "tokenizer.model",
-                        "--exp-dir", dirs["exp"], "--resume", "--config", dirs["exp"] / "config.yaml",
-                        "--set", "train.epochs=2"))
+    err = one_error(run("train", "--train-data", dirs["feats"],
+                        "--tokenizer", dirs["exp"] / "tokenizer.model", "--exp-dir", dirs["exp"], "--resume",
+                        "--config", dirs["exp"] / "config.yaml", "--set", "train.epochs=2"))
     assert "config.yaml" in err and "model.subsample is 3 here" in err and "epoch-0001.rank0.pt" in err, err

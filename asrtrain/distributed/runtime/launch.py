@@ -50,7 +50,8 @@ import torch
 import torch.distributed as dist
 
 from asrtrain.distributed.runtime.netif import choose_gloo_interface, loopback_interface
-from asrtrain.distributed.runtime.peerwatch import VERDICT_KEY, PeerWatch, attempt_store, get_verdict, set_verdict
+from asrtrain.distributed.runtime.peerwatch import (VERDICT_KEY, PeerWatch, attempt_store, get_verdict,
+                                                   set_verdict)
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)

@@ -145,8 +145,8 @@ class PeerWatch:
         if self._stop.wait(self.grace):
             return
         if self.parent_reports:  # the verdict is in its store: it says it once for the job
-            log.error("learner rank %d: main thread stuck for %.0f s after %s; exiting", self.rank, self.grace,
-                      message)
+            log.error("learner rank %d: main thread stuck for %.0f s after %s; exiting", self.rank,
+                      self.grace, message)
         else:
             sys.stderr.write(f"asrtrain: error: learner rank {self.rank}: {message} "
                              f"(main thread stuck for {self.grace:.0f} s; exiting)\n")
