@@ -22,19 +22,27 @@ import click
                    "files (default: each file's own).")
 @click.option("--channel", type=int, help="Take this channel (0-based) instead of mixing them.")
 @click.option("--max-segment", type=float, default=30.0, show_default=True, help="Longest segment, seconds.")
-@click.option("--device", default="cpu", show_default=True)
-@click.option("--threads", type=int, default=1, show_default=True)
+@click.option("--batch-size", type=int, default=16, show_default=True,
+              help="Segments (of all files, sorted by length) run through the model together.")
+@click.option("--batch-frames", type=int,
+              help="Most padded feature frames in a batch (default: the model's decode.batch_frames).")
+@click.option("--device", default="cpu", show_default=True, help="cpu | auto | cuda | cuda:N.")
+@click.option("--threads", type=int, default=1, show_default=True, help="Torch CPU threads (0: every core).")
 def transcribe(model: Path, audio: Tuple[str, ...], fmt: str, out: Optional[Path], lm: Optional[Path],
                params: Optional[Path], cmvn_stats: Optional[Path], utt2spk: Optional[Path], channel: Optional[int], max_segment: float,
-               device: str, threads: int) -> None:
-    """Transcribe AUDIO (files, directories, a wav.scp, or - for paths on stdin) with MODEL (an exp dir)."""
+               batch_size: int, batch_frames: Optional[int], device: str, threads: int) -> None:
+    """Transcribe AUDIO (files, directories, a wav.scp, or - for paths on stdin) with MODEL (an exp dir
+    or a pack)."""
     from asrtrain.decode.options import torch_threads
+    from asrtrain.device import check_device_spec
     from asrtrain.transcribe.model import Transcriber
     from asrtrain.transcribe.run import transcribe_inputs
 
+    check_device_spec(device, "--device")
     with torch_threads(threads):
         tr = Transcriber.load(model, lm=lm, device=device, cmvn_stats=cmvn_stats, params=params,
                               max_segment_s=max_segment)
-        failed = transcribe_inputs(tr, list(audio), fmt, out, channel, click.echo, utt2spk)
+        failed = transcribe_inputs(tr, list(audio), fmt, out, channel, click.echo, utt2spk, batch_size,
+                                   batch_frames)
     if failed:
         raise click.exceptions.Exit(1)
