@@ -26,13 +26,20 @@ import click
               help="Segments (of all files, sorted by length) run through the model together.")
 @click.option("--batch-frames", type=int,
               help="Most padded feature frames in a batch (default: the model's decode.batch_frames).")
-@click.option("--device", default="cpu", show_default=True, help="cpu | auto | cuda | cuda:N.")
-@click.option("--threads", type=int, default=1, show_default=True, help="Torch CPU threads (0: every core).")
+@click.option("--engine", type=click.Choice(["torch", "onnx"]), default="torch", show_default=True,
+              help="onnx: MODEL is a dir written by asrtrain export --format onnx, run with onnxruntime and "
+                   "kaldi-native-fbank, no torch (no resampling: audio must be at the model's rate).")
+@click.option("--device", default="cpu", show_default=True, help="cpu | auto | cuda | cuda:N (torch engine only).")
+@click.option("--threads", type=int, default=1, show_default=True, help="CPU threads (0: every core).")
 def transcribe(model: Path, audio: Tuple[str, ...], fmt: str, out: Optional[Path], lm: Optional[Path],
                params: Optional[Path], cmvn_stats: Optional[Path], utt2spk: Optional[Path], channel: Optional[int], max_segment: float,
-               batch_size: int, batch_frames: Optional[int], device: str, threads: int) -> None:
-    """Transcribe AUDIO (files, directories, a wav.scp, or - for paths on stdin) with MODEL (an exp dir
-    or a pack)."""
+               batch_size: int, batch_frames: Optional[int], engine: str, device: str, threads: int) -> None:
+    """Transcribe AUDIO (files, directories, a wav.scp, or - for paths on stdin) with MODEL (an exp dir, a
+    pack, or with --engine onnx an ONNX export)."""
+    if engine == "onnx":
+        _onnx(model, list(audio), fmt, out, lm, params, cmvn_stats, utt2spk, channel, max_segment, device, threads,
+              batch_size, batch_frames)
+        return
     from asrtrain.decode.options import torch_threads
     from asrtrain.device import check_device_spec
     from asrtrain.transcribe.model import Transcriber
@@ -45,4 +52,19 @@ def transcribe(model: Path, audio: Tuple[str, ...], fmt: str, out: Optional[Path
         failed = transcribe_inputs(tr, list(audio), fmt, out, channel, click.echo, utt2spk, batch_size,
                                    batch_frames)
     if failed:
+        raise click.exceptions.Exit(1)
+
+
+def _onnx(model, audio, fmt, out, lm, params, cmvn_stats, utt2spk, channel, max_segment, device, threads,
+          batch_size, batch_frames) -> None:
+    """--engine onnx: the export's own CMVN stats, onnxruntime on the CPU, torch never imported."""
+    from asrtrain.errors import AsrError
+    from asrtrain.transcribe.onnx_engine import OnnxTranscriber
+    from asrtrain.transcribe.run import transcribe_inputs
+
+    if cmvn_stats is not None or device != "cpu":
+        raise AsrError("--cmvn-stats and --device are for the torch engine",
+                       fix="drop them: an ONNX export holds its CMVN stats and runs on the CPU")
+    tr = OnnxTranscriber.load(model, lm=lm, params=params, max_segment_s=max_segment, threads=threads)
+    if transcribe_inputs(tr, audio, fmt, out, channel, click.echo, utt2spk, batch_size, batch_frames):
         raise click.exceptions.Exit(1)

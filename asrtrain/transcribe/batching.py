@@ -50,13 +50,14 @@ def decode_prepared(tr, prepared: Sequence, batch_size: int = 16, batch_frames: 
     each, the segments of all of them batched by length."""
     from asrtrain.transcribe.model import Result
 
-    batch_frames = batch_frames or tr.cfg.decode.batch_frames
+    batch_frames = batch_frames or tr.batch_frames
     flat = [(i, k) for i, p in enumerate(prepared) for k, f in enumerate(p.feats) if len(f)]
     done = [[("", [])] * len(p.feats) for p in prepared]
     rescore = tr.att_rescore > 0
     for batch in length_batches([len(prepared[i].feats[k]) for i, k in flat], batch_size, batch_frames):
         items = [flat[j] for j in batch]
-        outs = tr.log_probs([prepared[i].feats[k] for i, k in items], with_enc=rescore)
+        feats = [prepared[i].feats[k] for i, k in items]
+        outs = tr.log_probs(feats, with_enc=True) if rescore else tr.log_probs(feats)
         for (i, k), out in zip(items, outs):
             lp, enc = out if rescore else (out, None)
             done[i][k] = tr.decode(lp, prepared[i].pieces[k][0] / tr.rate, enc)

@@ -26,6 +26,7 @@ from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
 
 import numpy as np
 
+from asrtrain.config import DecodeConfig
 from asrtrain.errors import AsrError
 
 log = logging.getLogger("asrtrain.transcribe")
@@ -61,7 +62,7 @@ class Transcriber:
     """Load once, transcribe many: ``Transcriber.load("exp/blstm").transcribe("a.wav").text``."""
 
     def __init__(self, cfg, model, tok, stats: Optional[np.ndarray], search=None, max_segment_s: float = 30.0,
-                 att_rescore: float = 0.0):
+                 att_rescore: float = 0.0, batch_frames: int = DecodeConfig.batch_frames):
         self.cfg, self.model, self.tok, self.stats, self.search = cfg, model, tok, stats, search
         if not (isinstance(max_segment_s, (int, float)) and math.isfinite(max_segment_s)
                 and max_segment_s >= 1):
@@ -69,6 +70,7 @@ class Transcriber:
                            fix="give e.g. --max-segment 30")
         self.max_segment_s = max_segment_s
         self.att_rescore = att_rescore  # > 0: rescore the search's n-best with the attention decoder
+        self.batch_frames = batch_frames  # padded frames a batch holds unless asked otherwise
         self.rate = cfg.features.sample_rate
         self.frame_s = cfg.features.frame_shift / 1000.0 * cfg.model.subsample
         # samples per frame shift and per window, truncated as Kaldi and torchaudio do
@@ -121,7 +123,7 @@ class Transcriber:
             search = _lexicon_search(tok, Path(lm), None, beam, lw, wb, "ours", oov, nbest if att > 0 else 1)
             log.info("transcribe: lexicon search (lm %s, lm_weight %g, word_bonus %g, beam %d)%s", lm, lw, wb,
                      beam, f", attention rescoring of the {nbest}-best (weight {att:g})" if att > 0 else "")
-        return cls(cfg, net, tok, stats, search, max_segment_s, att)
+        return cls(cfg, net, tok, stats, search, max_segment_s, att, cfg.decode.batch_frames)
 
     def raw_features(self, wave: np.ndarray) -> np.ndarray:
         """Mono float32 [n] at the model's rate -> fbank [T, D] before CMVN."""
@@ -253,8 +255,8 @@ class Transcriber:
         """``(key, path or samples at the model's rate)`` pairs -> ``(key, Result)`` in input order, or
         ``(key, AsrError)`` for a file that could not be read. Segments of many files go through the model
         together, sorted by length, at most ``batch_size`` segments and ``batch_frames`` padded frames a
-        batch (default ``decode.batch_frames``); ``speaker_stats`` maps a key to its speaker's stats."""
+        batch (default the model's ``decode.batch_frames``); ``speaker_stats`` maps a key to its speaker's stats."""
         from asrtrain.transcribe.batching import transcribe_many
 
         return transcribe_many(self, inputs, channel, speaker_stats or {}, batch_size,
-                               batch_frames or self.cfg.decode.batch_frames)
+                               batch_frames or self.batch_frames)
