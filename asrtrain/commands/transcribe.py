@@ -29,7 +29,8 @@ import click
 @click.option("--engine", type=click.Choice(["torch", "onnx"]), default="torch", show_default=True,
               help="onnx: MODEL is a dir written by asrtrain export --format onnx, run with onnxruntime and "
                    "kaldi-native-fbank, no torch (no resampling: audio must be at the model's rate).")
-@click.option("--device", default="cpu", show_default=True, help="cpu | auto | cuda | cuda:N (torch engine only).")
+@click.option("--device", default="cpu", show_default=True,
+              help="cpu | auto | cuda | cuda:N (torch engine only).")
 @click.option("--threads", type=int, default=1, show_default=True, help="CPU threads (0: every core).")
 def transcribe(model: Path, audio: Tuple[str, ...], fmt: str, out: Optional[Path], lm: Optional[Path],
                params: Optional[Path], cmvn_stats: Optional[Path], utt2spk: Optional[Path], channel: Optional[int], max_segment: float,
@@ -37,8 +38,8 @@ def transcribe(model: Path, audio: Tuple[str, ...], fmt: str, out: Optional[Path
     """Transcribe AUDIO (files, directories, a wav.scp, or - for paths on stdin) with MODEL (an exp dir, a
     pack, or with --engine onnx an ONNX export)."""
     if engine == "onnx":
-        _onnx(model, list(audio), fmt, out, lm, params, cmvn_stats, utt2spk, channel, max_segment, device, threads,
-              batch_size, batch_frames)
+        _onnx(model, list(audio), fmt, out, lm, params, cmvn_stats, utt2spk, channel, max_segment, device,
+              threads, batch_size, batch_frames)
         return
     from asrtrain.decode.options import torch_threads
     from asrtrain.device import check_device_spec

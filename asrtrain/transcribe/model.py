@@ -3,11 +3,11 @@
 CMVN follows ``features.cmvn`` of the exp's config: ``global`` uses the training set's stats, which
 transcription needs as a file (``EXP/cmvn_global.ark``, or ``cmvn_stats=`` naming the training feature
 dir's ``cmvn_global.ark``); ``speaker`` uses the file's own stats (or a speaker's, ``speaker_stats`` in
-:meth:`Transcriber.transcribe_many`); ``none`` nothing. Search is decode's own (:mod:`asrtrain.decode.ctc`,
-:func:`asrtrain.decode.run._lexicon_search`), with decode's attention rescoring of its n-best
-(:func:`asrtrain.decode.rescore.rescored_best`) when tune-lm's ``params`` choose it for a joint model;
-word times are decode's (:func:`asrtrain.decode.word_times.words_with_times`) shifted by each segment's
-start.
+:meth:`Transcriber.transcribe_many`); ``none`` nothing. Search is decode's own
+(:mod:`asrtrain.decode.ctc`, :func:`asrtrain.decode.lexicon_search.lexicon_search`), with decode's
+attention rescoring of its n-best (:func:`asrtrain.decode.rescore.rescored_best`) when tune-lm's
+``params`` choose it for a joint model; word times are decode's
+(:func:`asrtrain.decode.word_times.words_with_times`) shifted by each segment's start.
 
 A long file is cut into segments (:mod:`asrtrain.transcribe.segment`) on multiples of the frame shift, and
 each frame of the file is computed once: a segment's fbank frames are the slice of the whole file's
@@ -84,7 +84,8 @@ class Transcriber:
         """``model``: an exp dir (config.yaml, tokenizer.model, final.pt) or a pack (model.safetensors).
         ``lm``: an ARPA word LM for decode's lexicon search; ``params``: tune-lm's best.yaml for its
         weights, beam, OOV penalty and, for a joint CTC/attention model, attention rescoring."""
-        from asrtrain.decode.run import _lexicon_search, load_model
+        from asrtrain.decode.lexicon_search import lexicon_search
+        from asrtrain.decode.run import load_model
         from asrtrain.features.cmvn import read_stats
         from asrtrain.text.tokenizer import Tokenizer
 
@@ -120,7 +121,7 @@ class Transcriber:
             if att > 0:
                 from asrtrain.decode.rescore import check_rescorable
                 check_rescorable(net, model)
-            search = _lexicon_search(tok, Path(lm), None, beam, lw, wb, "ours", oov, nbest if att > 0 else 1)
+            search = lexicon_search(tok, Path(lm), None, beam, lw, wb, "ours", oov, nbest if att > 0 else 1)
             log.info("transcribe: lexicon search (lm %s, lm_weight %g, word_bonus %g, beam %d)%s", lm, lw, wb,
                      beam, f", attention rescoring of the {nbest}-best (weight {att:g})" if att > 0 else "")
         return cls(cfg, net, tok, stats, search, max_segment_s, att, cfg.decode.batch_frames)
@@ -255,7 +256,8 @@ class Transcriber:
         """``(key, path or samples at the model's rate)`` pairs -> ``(key, Result)`` in input order, or
         ``(key, AsrError)`` for a file that could not be read. Segments of many files go through the model
         together, sorted by length, at most ``batch_size`` segments and ``batch_frames`` padded frames a
-        batch (default the model's ``decode.batch_frames``); ``speaker_stats`` maps a key to its speaker's stats."""
+        batch (default the model's ``decode.batch_frames``); ``speaker_stats`` maps a key to its speaker's
+        stats."""
         from asrtrain.transcribe.batching import transcribe_many
 
         return transcribe_many(self, inputs, channel, speaker_stats or {}, batch_size,
