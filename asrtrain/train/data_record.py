@@ -30,7 +30,7 @@ def describe_feature_dir(feat_dir: Path, frame_shift_ms: float) -> Dict[str, Any
     if counts and all(c.strip().isdigit() for c in counts):  # training names a malformed table
         frames = sum(int(c) for c in counts)
         out["frames"] = frames
-        out["hours"] = round(frames * frame_shift_ms / 1000.0 / 3600.0, 4)
+        out["hours"] = round(frames * frame_shift_ms / 1000.0 / 3600.0, 6)
     return out
 
 

@@ -101,10 +101,13 @@ def card(exp: Path, cfg, version: str, checkpoint: Optional[Path]) -> str:
 
 
 def _data_line(d: dict) -> str:
-    """``name``: N utterances, H hours (data.json's entry of one feature dir)."""
+    """``name``: N utterances, H hours (minutes below 0.1 h) (data.json's entry of one feature dir)."""
     hours = d.get("hours")
-    return f"{d.get('name')}: {d.get('utterances')} utterances, " + \
-        (f"{hours:.2f} hours" if isinstance(hours, (int, float)) else "hours not recorded")
+    if not isinstance(hours, (int, float)):
+        size = "hours not recorded"
+    else:
+        size = f"{hours:.2f} hours" if hours >= 0.1 else f"{hours * 60:.1f} minutes"
+    return f"{d.get('name')}: {d.get('utterances')} utterances, {size}"
 
 
 def verify(model_dir: Path) -> None:

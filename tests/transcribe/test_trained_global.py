@@ -27,7 +27,7 @@ def test_training_keeps_the_global_stats_and_a_pack_transcribes_without_the_exp(
     record = json.loads((exp / "data.json").read_text())
     frames = sum(int(ln.split()[1]) for ln in (tr / "utt2num_frames").read_text().splitlines())
     assert record["train"]["name"] == tr.name and record["train"]["utterances"] == 8
-    assert record["train"]["frames"] == frames and record["train"]["hours"] == round(frames * 0.01 / 3600, 4)
+    assert record["train"]["frames"] == frames and record["train"]["hours"] == round(frames * 0.01 / 3600, 6)
     assert record["dev"]["utterances"] == 2
     r = run("pack", exp, tmp_path / "model")
     assert r.exit_code == 0, r.output
