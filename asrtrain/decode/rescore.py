@@ -52,6 +52,15 @@ def attention_scores(model, enc: torch.Tensor, hyps: Sequence[Sequence[int]]) ->
     return scores.cpu().tolist()
 
 
+def rescored_best(model, search, lp, enc: torch.Tensor, weight: float) -> Hyp:
+    """Our lexicon search's n-best over one utterance's log-probs ``lp`` (T', V) (``search.nbest``, from
+    :func:`asrtrain.decode.lexicon_search.lexicon_search`), rescored with the attention decoder over the
+    same utterance's encoder states ``enc`` (T', E) at ``weight``: the hypothesis decode and transcribe
+    output."""
+    hyps = search.nbest(lp)
+    return pick(hyps, attention_scores(model, enc, [h[0] for h in hyps]), weight)
+
+
 def pick(nbest: Sequence[Hyp], att: Sequence[float], weight: float) -> Hyp:
     """The hypothesis with the best ``search score + weight x att``; the search's first among equals."""
     best = max(range(len(nbest)), key=lambda i: (nbest[i][2] + weight * att[i], -i))

@@ -26,12 +26,13 @@ log = logging.getLogger("asrtrain.decode")
 
 
 def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "cpu"):
-    """(Config, model in eval mode on ``device``) from an exp dir; ``final.pt`` unless ``checkpoint`` is
-    given (a final model, or a training checkpoint: its learner-averaged model if it has one). Tensors are
-    mapped to ``device`` whatever device wrote them; the file is loaded with ``weights_only=True``."""
+    """(Config, model in eval mode on ``device``) from an exp dir; ``final.pt`` (a packed model's
+    ``model.safetensors``) unless ``checkpoint`` is given (a final model, or a training checkpoint: its
+    learner-averaged model if it has one). Tensors are mapped to ``device`` whatever device wrote them; a
+    torch file is loaded with ``weights_only=True``, a safetensors file runs no code at all."""
     from asrtrain.device import resolve_device
     from asrtrain.model.blstm import build_model
-    from asrtrain.model.files import load_checked
+    from asrtrain.model.files import SAFETENSORS, load_with_payload
     from asrtrain.model.stamp import check_stamp
 
     exp_dir = Path(exp_dir)
@@ -40,17 +41,15 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
         raise AsrError("not an exp dir (no config.yaml)", exp_dir, fix="train with asrtrain train --exp-dir")
     cfg = load_config(cfg_path)
     path = Path(checkpoint) if checkpoint else exp_dir / "final.pt"
+    if checkpoint is None and not path.is_file() and (exp_dir / SAFETENSORS).is_file():
+        path = exp_dir / SAFETENSORS  # a packed model
     if path.is_dir():
         raise AsrError("is a directory, not a model file", path,
                        fix="pass a model file, e.g. EXP/final.pt or EXP/checkpoints/epoch-0003.rank0.pt")
     if not path.is_file():
         raise AsrError("model file not found", path, fix="finish training, or run asrtrain average EXP")
     where = resolve_device(device)
-    payload = load_checked(path, where)
-    state = (payload.get("avg_model") or payload.get("model")) if isinstance(payload, dict) else None
-    if not isinstance(state, dict):
-        raise AsrError("no model in this file (expected a 'model' or 'avg_model' entry)", path,
-                       fix="pass final.pt or a checkpoint written by asrtrain train")
+    state, payload = load_with_payload(path, where)
     bad = [n for n, t in state.items() if torch.is_tensor(t) and t.is_floating_point()
            and not bool(torch.isfinite(t).all())]
     if bad:
@@ -195,7 +194,7 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
                        fix="pass --lm LM.arpa (or --words) as well")
     rescore = att_rescore > 0
     if rescore:
-        from asrtrain.decode.rescore import attention_scores, check_rescorable, pick
+        from asrtrain.decode.rescore import check_rescorable, rescored_best
         check_rescorable(model, exp_dir)
         if method != "lexicon" or engine != "ours" or nbest < 1:
             raise AsrError("attention rescoring takes the n-best of our lexicon search",
@@ -215,9 +214,7 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
                                           progress="decode"):
         audio_s += lp.shape[0] * frame_s
         if rescore:
-            hyps_n = search.nbest(lp)
-            tokens, frames, _ = pick(hyps_n, attention_scores(model, enc[0], [h[0] for h in hyps_n]),
-                                     att_rescore)
+            tokens, frames, _ = rescored_best(model, search, lp, enc[0], att_rescore)
         elif search is not None:
             tokens, frames, _ = search(lp)
         elif method == "beam":

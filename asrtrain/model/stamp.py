@@ -3,7 +3,7 @@
 An exp dir describes its model by ``config.yaml``; the weights alone do not say everything about it.
 ``model.subsample``, ``model.frontend`` or a feature option can be changed in ``config.yaml`` without
 changing a single weight's shape, and the model then decodes garbage. So every model file asrtrain writes
-(epoch and step checkpoints, ``final.pt``, ``average``'s ``avgK.pt``, a pack's ``final.pt``) holds the
+(epoch and step checkpoints, ``final.pt``, ``average``'s ``avgK.pt``; a pack's ``model.safetensors`` as JSON in its metadata) holds the
 ``model`` and ``features`` sections it was trained with under the key :data:`STAMP_KEY`, as plain values
 (loadable with ``weights_only=True``), and :func:`check_stamp` compares them with the exp dir's config when
 the file is loaded. A file without the entry (written before it existed) is checked by its shapes only.

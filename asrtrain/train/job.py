@@ -62,7 +62,7 @@ RESUMABLE_CHANGES = {"train.device", "train.threads", "dist.timeout_s", "dist.ha
 #: What a training run writes into its exp dir, besides the job files (config.yaml, tokenizer.model,
 #: priors.txt, rewritten by every run): ``--restart`` removes them all.
 RUN_OUTPUTS = ("checkpoints", "final.pt", "final.pt.sha256", "train.log", "tensorboard", "curves.png")
-JOB_FILES = ("config.yaml", "tokenizer.model", "priors.txt")
+JOB_FILES = ("config.yaml", "tokenizer.model", "priors.txt", "data.json")
 
 
 def check_dev_features(cfg: Config, train_dir: Path, dev_dir: Path) -> None:
@@ -153,7 +153,8 @@ def job_config(config: Optional[Path], extra_configs: Iterable[Path], overrides:
 def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides: Iterable[str], train_dir: Path,
                 dev_dir: Optional[Path], exp_dir: Path, tokenizer: Optional[Path], alignments: Optional[str],
                 resume: bool, stop_after_steps: int = 0, restart: bool = False) -> TrainJob:
-    """Resolve the config and write ``config.yaml`` and ``tokenizer.model`` into the exp dir.
+    """Resolve the config and write ``config.yaml``, ``tokenizer.model`` and ``data.json`` (the training
+    data's name, utterances and hours: :mod:`asrtrain.train.data_record`) into the exp dir.
 
     On ``--resume`` the stored config must equal the resolved one (training under a changed config is
     not a resume; the device, threads and timeouts may change, and ``train.epochs`` may grow:
@@ -197,6 +198,8 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
     exp_dir.mkdir(parents=True, exist_ok=True)
     if writer and not finished:  # a finished run's --resume has nothing to train: every file is left as it is
         save_config(cfg, stored)
+        from asrtrain.train.data_record import write_data_record
+        write_data_record(exp_dir, Path(train_dir), Path(dev_dir) if dev_dir else None, cfg.features.frame_shift)
         if tokenizer is not None and Path(tokenizer).resolve() != (exp_dir / "tokenizer.model").resolve():
             atomic_copy(tokenizer, exp_dir / "tokenizer.model")
         stats = Path(train_dir) / "cmvn_global.ark"

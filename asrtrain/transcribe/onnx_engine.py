@@ -12,7 +12,8 @@ segmentation, CMVN, greedy CTC, word times, sentencepiece): this class only swap
   the same noise level is added to the samples before framing, from numpy's generator seeded the same
   way. Each frame then holds i.i.d. noise of the same size as in training, but other values, shared by
   overlapping frames;
-- the acoustic model through onnxruntime (``model.onnx``, one padded batch per file's segments);
+- the acoustic model through onnxruntime (``model.onnx``, over padded batches of segments sorted by
+  length, as :mod:`asrtrain.transcribe.batching` makes them for both engines);
 - audio at another rate than the model's is refused, not resampled (the resampler is torchaudio's).
 
 The search is greedy, or with ``lm`` (or an ``lm.arpa`` in the export) decode's own lexicon search

@@ -15,12 +15,15 @@ log = logging.getLogger("asrtrain.transcribe")
 
 
 def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Optional[Path] = None,
-                      channel: Optional[int] = None, echo=print, utt2spk: Optional[Path] = None) -> None:
-    """Transcribe every input; write lines to ``out`` (atomically) or through ``echo``; then, if any input
-    failed, raise one :class:`AsrError`: the input's own error when there was one input, else how many
-    failed and the first (each is logged as it fails). ``utt2spk`` (utt id -> speaker; speaker-CMVN models)
-    normalises each file with its speaker's stats over all of that speaker's files, as training's
-    per-speaker CMVN did."""
+                      channel: Optional[int] = None, echo=print, utt2spk: Optional[Path] = None,
+                      batch_size: int = 16, batch_frames: Optional[int] = None) -> None:
+    """Transcribe every input; write lines to ``out`` (atomically) or through ``echo``, in input order;
+    then, if any input failed, raise one :class:`AsrError`: the input's own error when there was one
+    input, else how many failed and the first (each is logged as it fails). ``utt2spk`` (utt id ->
+    speaker; speaker-CMVN models) normalises each file with its speaker's stats over all of that
+    speaker's files, as training's per-speaker CMVN did. Segments of many files run through the model
+    together, sorted by length (``batch_size`` segments, ``batch_frames`` padded frames a batch:
+    :meth:`asrtrain.transcribe.model.Transcriber.transcribe_many`)."""
     from asrtrain.atomic import atomic_write_text
     from asrtrain.progress import Progress
     from asrtrain.transcribe.audio_in import expand_inputs
@@ -31,17 +34,15 @@ def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Opt
     failed: List[tuple] = []
     t0, audio_s = time.time(), 0.0
     shown = Progress(len(pairs), "transcribe", log) if len(pairs) > 20 else None
-    for utt, spec in pairs:
-        try:
-            res = transcriber.transcribe(spec, channel=channel, speaker_stats=spk_stats.get(utt))
-        except AsrError as err:
-            failed.append((spec, err))
+    done = transcriber.transcribe_many(pairs, channel, spk_stats, batch_size, batch_frames)
+    for (utt, spec), (_, res) in zip(pairs, done):  # in input order
+        if shown is not None:
+            shown.update(1)
+        if isinstance(res, AsrError):
+            failed.append((spec, res))
             if len(pairs) > 1:
-                log.error("%s: %s", spec, err.render())
+                log.error("%s: %s", spec, res.render())
             continue
-        finally:
-            if shown is not None:
-                shown.update(1)
         audio_s += res.segments[-1][1] if res.segments else 0.0
         if fmt == "json":
             lines.append(json.dumps({"utt": utt, "file": spec, "text": res.text,

@@ -21,7 +21,7 @@ def write_tiny_exp(root: Path, cmvn: str = "speaker", seed: int = 0, dither: flo
     from asrtrain.text.tokenizer import Tokenizer, train_tokenizer
 
     root = Path(root)
-    root.mkdir(parents=True)
+    root.mkdir(parents=True, exist_ok=True)
     (root / "text").write_text("u1 yes no\nu2 one two three\nu3 go stop\n")
     tok = Tokenizer(train_tokenizer(root / "text", root / "tok", TokenizerConfig(model_type="char", vocab_size=20)))
     cfg = Config()
@@ -36,6 +36,12 @@ def write_tiny_exp(root: Path, cmvn: str = "speaker", seed: int = 0, dither: flo
     torch.manual_seed(seed)
     save_checked({"model": build_model(cfg.model).state_dict()}, root / "final.pt")
     return root
+
+
+def make_exp(root: Path, att_weight: float = 0.0) -> Path:
+    """The transcribe tests' exp dir: per-utterance CMVN (as a speaker-CMVN model transcribes), one BLSTM
+    layer of 8; with ``att_weight`` > 0 a joint CTC/attention model (an attention decoder of 8)."""
+    return write_tiny_exp(root, num_layers=1, att_weight=att_weight, att_dim=8)
 
 
 def speechy(seconds: float, rate: int, seed: int = 0) -> np.ndarray:

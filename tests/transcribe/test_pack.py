@@ -4,6 +4,7 @@ import shutil
 
 import numpy as np
 import soundfile as sf
+import torch
 
 
 
@@ -16,10 +17,19 @@ def test_pack_then_transcribe_with_the_exp_dir_deleted(exp, tmp_path, speechy):
     shutil.copytree(exp, copy)
     (copy / "decode_greedy_test" / "scoring").mkdir(parents=True)
     (copy / "decode_greedy_test" / "scoring" / "wer").write_text("%WER 12.50 [ 1 / 8, 0 ins, 0 del, 1 sub ]\n")
+    (copy / "data.json").write_text('{"train": {"name": "train_sp", "utterances": 948, "hours": 1.2345}}\n')
     packed = pack(copy, tmp_path / "fresh" / "model")
     shutil.rmtree(copy)
     card = (packed / "MODEL.md").read_text()
-    assert "%WER 12.50" in card and "asrtrain" in card
+    assert "%WER 12.50" in card and "asrtrain 0" in card and "decode_greedy_test" in card
+    assert "train data: train_sp: 948 utterances, 1.23 hours" in card and "epochs" in card
+    # the weights are safetensors (no pickle, so nothing runs on load), the same tensors as the exp's final.pt
+    from safetensors.torch import load_file
+    from asrtrain.model.files import load_checked
+    assert not (packed / "final.pt").exists()
+    got = load_file(str(packed / "model.safetensors"))
+    want = load_checked(exp / "final.pt")["model"]
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
     sf.write(tmp_path / "a.wav", wave, 16000)
     from tests.helpers.cli_helpers import run
     res = run("transcribe", packed, tmp_path / "a.wav")
@@ -31,7 +41,20 @@ def test_a_pack_whose_file_changed_is_refused_in_one_line(exp, tmp_path):
     from asrtrain.transcribe.pack import pack
     from tests.helpers.cli_helpers import one_error, run
     packed = pack(exp, tmp_path / "model")
+    assert "training data: not recorded" in (packed / "MODEL.md").read_text()  # this exp has no data.json
     with open(packed / "tokenizer.model", "ab") as fh:
         fh.write(b"x")
     sf.write(tmp_path / "a.wav", np.zeros(16000, np.float32), 16000)
     assert "changed since packing" in one_error(run("transcribe", packed, tmp_path / "a.wav"))
+
+
+def test_a_cut_safetensors_file_is_one_line(exp, tmp_path):
+    from asrtrain.transcribe.pack import MANIFEST, pack
+    from tests.helpers.cli_helpers import one_error, run
+    packed = pack(exp, tmp_path / "model")
+    data = (packed / "model.safetensors").read_bytes()
+    (packed / "model.safetensors").write_bytes(data[: len(data) // 2])
+    (packed / MANIFEST).unlink()  # past the manifest check: the reader itself names the file
+    sf.write(tmp_path / "a.wav", np.zeros(16000, np.float32), 16000)
+    err = one_error(run("transcribe", packed, tmp_path / "a.wav"))
+    assert "model.safetensors" in err and "not a safetensors file" in err

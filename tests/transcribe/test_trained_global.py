@@ -1,6 +1,7 @@
 """A global-CMVN model: training keeps the training set's stats in the exp dir, pack ships them, and a
 pack's weights are CPU tensors in our checksummed weights_only file."""
 
+import json
 import shutil
 
 import numpy as np
@@ -22,8 +23,16 @@ def test_training_keeps_the_global_stats_and_a_pack_transcribes_without_the_exp(
     r = run(*args)
     assert r.exit_code == 0, r.output
     assert np.array_equal(read_stats(str(exp / "cmvn_global.ark")), read_stats(str(tr / "cmvn_global.ark")))
+    # training records its data: the feature dirs' names, utterances and hours (utt2num_frames x 10 ms)
+    record = json.loads((exp / "data.json").read_text())
+    frames = sum(int(ln.split()[1]) for ln in (tr / "utt2num_frames").read_text().splitlines())
+    assert record["train"]["name"] == tr.name and record["train"]["utterances"] == 8
+    assert record["train"]["frames"] == frames and record["train"]["hours"] == round(frames * 0.01 / 3600, 6)
+    assert record["dev"]["utterances"] == 2
     r = run("pack", exp, tmp_path / "model")
     assert r.exit_code == 0, r.output
+    card = (tmp_path / "model" / "MODEL.md").read_text()
+    assert f"train data: {tr.name}: 8 utterances" in card and "dev data" in card and "1 epochs" in card
     shutil.rmtree(exp)
     import asrtrain
     t = asrtrain.Transcriber.load(tmp_path / "model")

@@ -61,7 +61,7 @@ def test_decode_names_every_key_that_differs(world, tmp_path):
 
 
 def test_every_model_file_training_writes_holds_its_config(world, tmp_path):
-    from asrtrain.model.files import load_checked
+    from asrtrain.model.files import load_with_payload
 
     want = yaml.safe_load((world["exp"] / "config.yaml").read_text())
     files = [world["exp"] / "final.pt", *sorted((world["exp"] / "checkpoints").glob("*.pt"))]
@@ -69,10 +69,10 @@ def test_every_model_file_training_writes_holds_its_config(world, tmp_path):
     assert r.exit_code == 0, r.output
     r = run("pack", world["exp"], tmp_path / "pack")
     assert r.exit_code == 0, r.output
-    files += [tmp_path / "avg.pt", tmp_path / "pack" / "final.pt"]
+    files += [tmp_path / "avg.pt", tmp_path / "pack" / "model.safetensors"]  # the pack's: in its metadata
     assert len(files) >= 4
     for f in files:
-        stamp = load_checked(f)["config"]
+        stamp = load_with_payload(f)[1]["config"]
         assert stamp == {"model": want["model"], "features": want["features"]}, f
 
 
@@ -142,3 +142,14 @@ def test_resume_refuses_a_config_edited_to_match_the_new_options(world, tmp_path
                         "--tokenizer", dirs["exp"] / "tokenizer.model", "--exp-dir", dirs["exp"], "--resume",
                         "--config", dirs["exp"] / "config.yaml", "--set", "train.epochs=2"))
     assert "config.yaml" in err and "model.subsample is 3 here" in err and "epoch-0001.rank0.pt" in err, err
+
+
+def test_a_pack_with_an_edited_config_is_refused(world, tmp_path):
+    r = run("pack", world["exp"], tmp_path / "pack")
+    assert r.exit_code == 0, r.output
+    cfg = tmp_path / "pack" / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("subsample: 2", "subsample: 3"))
+    from asrtrain.decode.run import load_model
+    from asrtrain.errors import AsrError
+    with pytest.raises(AsrError, match="model.subsample is 3 here but the model file model.safetensors"):
+        load_model(tmp_path / "pack")

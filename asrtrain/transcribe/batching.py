@@ -1,0 +1,98 @@
+"""Many files through the model in batches sorted by length, results in input order.
+
+:func:`transcribe_many` reads and featurises files (:meth:`~asrtrain.transcribe.model.Transcriber.prepare`)
+into a window of about ``WINDOW_BATCHES`` batches' worth of segments, sorts the window's segments by length,
+runs them in batches of at most ``batch_size`` segments and ``batch_frames`` padded frames
+(:func:`length_batches`, as decode batches a feature dir), decodes each segment, and yields the window's
+files in input order before reading the next window; the window bounds what is held in memory. Padding does
+not change a segment's log-probs (the encoder honours each one's length), so the text is the one each file
+gets alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from asrtrain.errors import AsrError
+
+WINDOW_BATCHES = 8  # batches' worth of segments read ahead and sorted together
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, batch_frames: int) -> List[List[int]]:
+    """Indices of ``lengths`` sorted by (length, index), cut into batches of at most ``batch_size`` items
+    whose padded size (longest x count) is at most ``batch_frames``; an item longer than that goes alone."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    out: List[List[int]] = []
+    for i in order:
+        if out and len(out[-1]) < batch_size and lengths[i] * (len(out[-1]) + 1) <= batch_frames:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def check_batching(batch_size: int, batch_frames: int) -> None:
+    """One line for a batch size or frame cap that is not an integer in 1 .. the limits'."""
+    from asrtrain.limits import MAX_BATCH_FRAMES, MAX_BATCH_UTTS
+
+    for option, value, top in (("--batch-size", batch_size, MAX_BATCH_UTTS),
+                               ("--batch-frames", batch_frames, MAX_BATCH_FRAMES)):
+        if isinstance(value, bool) or int(value) != value or not 1 <= value <= top:
+            raise AsrError(f"{option} {value} must be an integer in 1 .. {top}", fix=f"give e.g. {option} 16"
+                           if option == "--batch-size" else f"give e.g. {option} 40000")
+
+
+def decode_prepared(tr, prepared: Sequence, batch_size: int = 16, batch_frames: Optional[int] = None) -> List:
+    """:class:`~asrtrain.transcribe.model.Prepared` files -> their :class:`~asrtrain.transcribe.model.Result`
+    each, the segments of all of them batched by length."""
+    from asrtrain.transcribe.model import Result
+
+    batch_frames = batch_frames or tr.batch_frames
+    flat = [(i, k) for i, p in enumerate(prepared) for k, f in enumerate(p.feats) if len(f)]
+    done = [[("", [])] * len(p.feats) for p in prepared]
+    rescore = tr.att_rescore > 0
+    for batch in length_batches([len(prepared[i].feats[k]) for i, k in flat], batch_size, batch_frames):
+        items = [flat[j] for j in batch]
+        feats = [prepared[i].feats[k] for i, k in items]
+        outs = tr.log_probs(feats, with_enc=True) if rescore else tr.log_probs(feats)
+        for (i, k), out in zip(items, outs):
+            lp, enc = out if rescore else (out, None)
+            done[i][k] = tr.decode(lp, prepared[i].pieces[k][0] / tr.rate, enc)
+    results = []
+    for p, segs in zip(prepared, done):
+        results.append(Result(" ".join(t for t, _ in segs if t), [w for _, ws in segs for w in ws], p.name,
+                              [(lo / tr.rate, hi / tr.rate) for lo, hi in p.pieces]))
+    return results
+
+
+def transcribe_many(tr, inputs: Iterable[Tuple[str, object]], channel: Optional[int],
+                    speaker_stats: Mapping[str, np.ndarray], batch_size: int, batch_frames: int
+                    ) -> Iterator[Tuple[str, Union[object, AsrError]]]:
+    """:meth:`asrtrain.transcribe.model.Transcriber.transcribe_many`."""
+    check_batching(batch_size, batch_frames)
+    window: List[Tuple[str, object]] = []
+    segments = frames = 0
+    for key, audio in inputs:
+        try:
+            rate = None if isinstance(audio, (str, Path)) else tr.rate
+            got = tr.prepare(audio, rate, channel, speaker_stats.get(key))
+            segments += len(got.feats)
+            frames += sum(len(f) for f in got.feats)
+        except AsrError as err:
+            got = err
+        window.append((key, got))
+        if segments >= WINDOW_BATCHES * batch_size or frames >= WINDOW_BATCHES * batch_frames:
+            yield from _flush(tr, window, batch_size, batch_frames)
+            window, segments, frames = [], 0, 0
+    yield from _flush(tr, window, batch_size, batch_frames)
+
+
+def _flush(tr, window, batch_size: int, batch_frames: int):
+    """Decode a window's prepared files together; yield every entry, errors included, in input order."""
+    ready = [got for _, got in window if not isinstance(got, AsrError)]
+    results = iter(decode_prepared(tr, ready, batch_size, batch_frames))
+    for key, got in window:
+        yield key, got if isinstance(got, AsrError) else next(results)
