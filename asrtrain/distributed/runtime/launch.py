@@ -51,7 +51,8 @@ import torch.distributed as dist
 
 from asrtrain.distributed.runtime.backend import agree_backend, resolve_backend
 from asrtrain.distributed.runtime.netif import choose_gloo_interface, loopback_interface
-from asrtrain.distributed.runtime.peerwatch import PeerWatch, attempt_store, get_verdict, set_verdict
+from asrtrain.distributed.runtime.attempt import PREFIX_ENV, join_attempt
+from asrtrain.distributed.runtime.peerwatch import PeerWatch, get_verdict, set_verdict
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
@@ -291,13 +292,16 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         host, port = os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT", "29500"))
         # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE); bare env:// makes rank 0 host it
         agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+        os.environ.pop(PREFIX_ENV, None)
         if agent:  # the agent's store outlives --max-restarts attempts: this attempt's keys apart
-            store = attempt_store(dist.TCPStore(host, port, None, False, timeout=tmo))
+            raw = dist.TCPStore(host, port, None, False, timeout=tmo)
+            store = dist.PrefixStore(join_attempt(raw, rank, world_size, tmo), raw)
         else:  # what init_method="env://" would make: rank 0 hosts it
             store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=tmo))
         store_owner = "the torchrun agent" if agent else "learner rank 0"
     else:
         host, port = store_addr
+        os.environ.pop(PREFIX_ENV, None)  # a store of this job's own: no namespace in it
         if not in_process:  # in-process, they would make the next run_learners think it is under torchrun
             os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK=str(rank),
                               WORLD_SIZE=str(world_size))
