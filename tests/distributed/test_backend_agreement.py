@@ -31,7 +31,8 @@ def _agree_on_threads(devices, wanted="auto"):
     def learner(rank):
         store = dist.TCPStore("127.0.0.1", server.port, None, False, timeout=TMO)
         try:
-            out[rank] = be.agree_backend(store, rank, 2, wanted, devices[rank], False, TMO, host=f"node{rank}")
+            out[rank] = be.agree_backend(store, rank, 2, wanted, devices[rank], False, TMO,
+                                         host=f"node{rank}")
         except AsrError as err:
             out[rank] = err
 
@@ -101,10 +102,11 @@ def _run_pair(tmp_path, fake_rank: int):
         port = s.getsockname()[1]
     procs = []
     for rank in (0, 1):
-        env = {k: v for k, v in os.environ.items() if k not in ("GLOO_SOCKET_IFNAME", "TORCHELASTIC_USE_AGENT_STORE")}
+        drop = ("GLOO_SOCKET_IFNAME", "TORCHELASTIC_USE_AGENT_STORE")
+        env = {k: v for k, v in os.environ.items() if k not in drop}
         # two one-learner "nodes": each LOCAL_RANK 0, so the one that sees CUDA takes cuda:0
-        env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
+        env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
                    FAKE_CUDA="1" if rank == fake_rank else "0")
         procs.append(subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=env, text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))

@@ -299,12 +299,14 @@ def test_max_restarts_on_two_nodes_carries_the_job_through_a_killed_worker(task,
     except subprocess.TimeoutExpired:
         codes = None
     finally:
-        for p in nodes:  # the agent and its workers (a killed agent leaves its workers running)
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
+        for p in nodes:  # SIGTERM: the agent stops its workers (killed, it would leave them running)
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
     outs = [(out.read_text(), err.read_text()) for out, err in logs]
     err = "".join(e_ for _, e_ in outs)
     assert codes == [0, 0], f"exit codes {codes}: " + err[-6000:]

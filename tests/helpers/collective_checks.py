@@ -34,14 +34,16 @@ def adpsgd_job(out, learners: int, device: str, **kw) -> toyloop.ToyArgs:
     """Learners start apart (distinct_init) and setup's broadcast (the default group's) makes them equal."""
     from asrtrain.config import DistConfig
     return toyloop.ToyArgs(str(out), DistConfig(strategy="adpsgd", learners=learners), batch=2,
-                           num_batches=learners * 10, distinct_init=True, sync_initial=True, device=device, record_steps=True, **kw)
+                           num_batches=learners * 10, distinct_init=True, sync_initial=True, device=device,
+                           record_steps=True, **kw)
 
 
 def hadpsgd_job(out, device: str, **kw) -> toyloop.ToyArgs:
     """Four learners in two groups of two; a group's members start apart and its leader's broadcast (the
     group's own group: NCCL on GPUs) makes them equal."""
     from asrtrain.config import DistConfig
-    cfg = DistConfig(strategy="h-adpsgd", learners=4, learners_per_node=2, averaging="random", delay_by_one=True)
+    cfg = DistConfig(strategy="h-adpsgd", learners=4, learners_per_node=2, averaging="random",
+                     delay_by_one=True)
     return toyloop.ToyArgs(str(out), cfg, batch=2, num_batches=2 * 10, check_group_identical=True,
                            distinct_init=True, device=device, record_steps=True, **kw)
 
@@ -112,7 +114,7 @@ def check_adpsgd(args: toyloop.ToyArgs) -> None:
     own = torch.cat([p.detach().reshape(-1) for p in toyloop.make_model(args.seed + 100).parameters()])
     assert not torch.equal(own, res[0]["initial"])
     for r in res:
-        assert torch.equal(r["initial"], res[0]["initial"]), "the initial broadcast did not reach every learner"
+        assert torch.equal(r["initial"], res[0]["initial"]), "the initial broadcast missed a learner"
         assert r["metrics"]["exchanges"] > 0
     check_gradients_are_the_groups(args, res, 1)
     check_gossip_conserves_the_sum(args, res, 1)
@@ -120,7 +122,8 @@ def check_adpsgd(args: toyloop.ToyArgs) -> None:
 
 def check_hadpsgd(args: toyloop.ToyArgs) -> None:
     res = toyloop.load(args.out, 4)
-    assert torch.equal(res[0]["initial"], res[1]["initial"]) and torch.equal(res[2]["initial"], res[3]["initial"])
+    assert torch.equal(res[0]["initial"], res[1]["initial"]), "the leader's broadcast missed its member"
+    assert torch.equal(res[2]["initial"], res[3]["initial"]), "the leader's broadcast missed its member"
     assert not torch.equal(res[0]["initial"], res[2]["initial"])  # the groups start apart
     for r in res:
         assert r["identical_ok"], "a group's members held different weights after a step"

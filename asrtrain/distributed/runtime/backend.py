@@ -32,7 +32,8 @@ BACKENDS = ("auto", "gloo", "nccl")
 CHOICE_KEY = "asrtrain/backend/choice"
 ANSWER_KEY = "asrtrain/backend/rank{}"
 READ_KEY = "asrtrain/backend/read{}"
-FIX = "set dist.backend=gloo (--set dist.backend=gloo) for the whole job, or give every node a GPU per learner"
+FIX = ("set dist.backend=gloo (--set dist.backend=gloo) for the whole job, "
+       "or give every node a GPU per learner")
 
 
 def resolve_backend(backend: str, device: Optional[torch.device] = None, shared_gpu: bool = False) -> str:
@@ -92,11 +93,13 @@ def agree_backend(store, rank: int, world_size: int, backend: str, device: torch
             choice = resolve_backend(backend, device, shared_gpu)
         except AsrError as err:
             store.set(CHOICE_KEY, "!" + err.render())
+            _all_read(store, rank, world_size, timeout)
             raise
         store.set(CHOICE_KEY, choice)
     else:
         choice = _get(store, [CHOICE_KEY], timeout, "learner rank 0's choice of backend")[0]
         if choice.startswith("!"):
+            _all_read(store, rank, world_size, timeout)
             raise AsrError(f"learner rank 0 could not resolve dist.backend={backend}: {choice[1:]}")
     refusal = ""
     if choice == "nccl":
@@ -113,13 +116,13 @@ def agree_backend(store, rank: int, world_size: int, backend: str, device: torch
     refused = [a for a in answers if a]
     if refused:
         more = f" (and {len(refused) - 1} more learners)" if len(refused) > 1 else ""
-        raise AsrError(f"learner rank 0 chose dist.backend={backend} -> {choice} for the default process group, "
-                       f"but {refused[0]}{more}", fix=FIX)
+        raise AsrError(f"learner rank 0 chose dist.backend={backend} -> {choice} for the default process "
+                       f"group, but {refused[0]}{more}", fix=FIX)
     return choice
 
 
 def _all_read(store, rank: int, world_size: int, timeout: timedelta) -> None:
-    """Say this learner has read every answer; rank 0 waits for everybody's word: under srun it hosts the
+    """Say this learner has read what it needs; rank 0 waits for everybody's word: under srun it hosts the
     store, and leaving at once (a refusal) would take the answers away from learners still reading."""
     store.set(READ_KEY.format(rank), "")
     if rank == 0:
@@ -137,4 +140,5 @@ def _get(store, keys, timeout: timedelta, what: str) -> list:
     except (RuntimeError, ValueError) as err:  # DistStoreError (a RuntimeError): timeout, store gone
         raise AsrError(f"{what} did not come within {timeout.total_seconds():g} s ({type(err).__name__}: "
                        f"{str(err).splitlines()[0] if str(err) else 'no detail'})",
-                       fix="check that every node runs the same command; see docs/guide/multinode.md") from None
+                       fix="check that every node runs the same command; see docs/guide/multinode.md"
+                       ) from None
