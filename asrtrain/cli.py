@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "train": ("asrtrain.commands.train", "train", "Train a BLSTM acoustic model (single, ssgd, adpsgd, h-adpsgd, periodic; --dp; CPU or GPU)."),
     "decode": ("asrtrain.commands.decode", "decode", "Decode a data dir with a trained model (greedy, beam, or lexicon + word LM)."),
     "pack": ("asrtrain.commands.pack", "pack", "Pack an exp dir's model into a self-contained dir (weights, tokenizer, CMVN, LM, card)."),
+    "export": ("asrtrain.commands.export", "export", "Export a model as ONNX or TorchScript for deployment (checked against torch)."),
     "transcribe": ("asrtrain.commands.transcribe", "transcribe", "Transcribe raw audio files with a trained model (text, json or ctm)."),
     "tune-lm": ("asrtrain.commands.tune", "tune_lm", "Choose the LM weight and word bonus of lexicon decoding on a dev set."),
     "forward": ("asrtrain.commands.forward", "forward", "Write log-likelihoods as a Kaldi ark for hybrid decoding."),

@@ -1,4 +1,4 @@
-"""``asrtrain data validate|fix|subset|split``: Kaldi's validate/fix/subset/split data-dir tools."""
+"""``asrtrain data validate|info|fix|subset|split``: Kaldi's validate/fix/subset/split data-dir tools."""
 
 from __future__ import annotations
 
@@ -24,6 +24,25 @@ def validate(data_dir: Path, no_audio: bool, no_text: bool) -> None:
     d = run(data_dir, audio=not no_audio, text=not no_text)
     click.echo(f"{data_dir}: OK ({len(d.utt2spk)} utterances, {len(d.spk2utt)} speakers, "
                f"{len(d.wav_scp)} recordings)")
+
+
+@data.command(short_help="Counts, sample rate and hours of a data dir.")
+@click.argument("data_dir", type=click.Path(path_type=Path))
+@click.option("--key", type=click.Choice(["utterances", "speakers", "recordings", "sample_rate", "hours"]),
+              help="Print only this value (for scripts, e.g. rate=$(asrtrain data info DIR --key sample_rate)).")
+def info(data_dir: Path, key) -> None:
+    """Print what DATA_DIR holds: utterances, speakers, recordings, the audio's sample rate (read from its
+    first recordings; mixed rates are an error) and hours (segments, else audio headers; pipes are run).
+    DATA_DIR is validated first (tables only)."""
+    from asrtrain.data.info import describe
+    from asrtrain.data.validate import validate as check
+    check(data_dir, audio=False)
+    facts = describe(data_dir, with_hours=key in (None, "hours"))
+    if key is not None:
+        click.echo(facts[key])
+        return
+    for k, v in facts.items():
+        click.echo(f"{k}: {'unknown' if v is None else v}")
 
 
 @data.command(short_help="Repair a data dir in place (fix_data_dir.sh).")

@@ -22,12 +22,19 @@ import click
                    "files (default: each file's own).")
 @click.option("--channel", type=int, help="Take this channel (0-based) instead of mixing them.")
 @click.option("--max-segment", type=float, default=30.0, show_default=True, help="Longest segment, seconds.")
-@click.option("--device", default="cpu", show_default=True)
+@click.option("--engine", type=click.Choice(["torch", "onnx"]), default="torch", show_default=True,
+              help="onnx: MODEL is a dir written by asrtrain export --format onnx, run with onnxruntime and "
+                   "kaldi-native-fbank, no torch (no resampling: audio must be at the model's rate).")
+@click.option("--device", default="cpu", show_default=True, help="torch engine only.")
 @click.option("--threads", type=int, default=1, show_default=True)
 def transcribe(model: Path, audio: Tuple[str, ...], fmt: str, out: Optional[Path], lm: Optional[Path],
                params: Optional[Path], cmvn_stats: Optional[Path], utt2spk: Optional[Path], channel: Optional[int], max_segment: float,
-               device: str, threads: int) -> None:
-    """Transcribe AUDIO (files, directories, a wav.scp, or - for paths on stdin) with MODEL (an exp dir)."""
+               engine: str, device: str, threads: int) -> None:
+    """Transcribe AUDIO (files, directories, a wav.scp, or - for paths on stdin) with MODEL (an exp dir, a
+    pack, or with --engine onnx an ONNX export)."""
+    if engine == "onnx":
+        _onnx(model, list(audio), fmt, out, lm, params, cmvn_stats, utt2spk, channel, max_segment, device, threads)
+        return
     from asrtrain.decode.options import torch_threads
     from asrtrain.transcribe.model import Transcriber
     from asrtrain.transcribe.run import transcribe_inputs
@@ -37,4 +44,18 @@ def transcribe(model: Path, audio: Tuple[str, ...], fmt: str, out: Optional[Path
                               max_segment_s=max_segment)
         failed = transcribe_inputs(tr, list(audio), fmt, out, channel, click.echo, utt2spk)
     if failed:
+        raise click.exceptions.Exit(1)
+
+
+def _onnx(model, audio, fmt, out, lm, params, cmvn_stats, utt2spk, channel, max_segment, device, threads) -> None:
+    """--engine onnx: the export's own CMVN stats, onnxruntime on the CPU, torch never imported."""
+    from asrtrain.errors import AsrError
+    from asrtrain.transcribe.onnx_engine import OnnxTranscriber
+    from asrtrain.transcribe.run import transcribe_inputs
+
+    if cmvn_stats is not None or device != "cpu":
+        raise AsrError("--cmvn-stats and --device are for the torch engine",
+                       fix="drop them: an ONNX export holds its CMVN stats and runs on the CPU")
+    tr = OnnxTranscriber.load(model, lm=lm, params=params, max_segment_s=max_segment, threads=threads)
+    if transcribe_inputs(tr, audio, fmt, out, channel, click.echo, utt2spk):
         raise click.exceptions.Exit(1)

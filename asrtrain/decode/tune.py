@@ -98,7 +98,8 @@ def tune_lm(exp_dir: Path, data_dir: Path, out_dir: Path, lm: Path, lm_weights: 
     from asrtrain.data.table import read_table, write_table
     from asrtrain.decode.lexicon import Lexicon, lexicon_nbest
     from asrtrain.decode.rescore import attention_scores, check_rescorable, has_decoder, pick
-    from asrtrain.decode.run import check_features, check_spellable, load_model, log_probs_by_utt
+    from asrtrain.decode.lexicon_search import check_spellable
+    from asrtrain.decode.run import check_features, load_model, log_probs_by_utt
     from asrtrain.lm.ngram import read_arpa
     from asrtrain.score.wer import Counts, count_words
     from asrtrain.text.tokenizer import Tokenizer

@@ -18,22 +18,21 @@ from asrtrain.model.rnn_stack import run_stack
 def stack_frames(x: torch.Tensor, lengths: torch.Tensor, stack: int, subsample: int):
     """Stack ``stack`` consecutive frames and keep every ``subsample``-th stacked frame.
 
-    ``x``: (N, T, D) -> (N, ceil(T / subsample), D * stack). The last frames are padded by repeating the
-    final frame of each utterance (as Kaldi's splice does at the edges) so no output sees padding.
+    ``x``: (N, T, D) -> (N, ceil(T / subsample), D * stack): output frame ``j`` is input frames
+    ``j * subsample ... j * subsample + stack - 1`` side by side. Frames past each utterance's end are its
+    final frame repeated (as Kaldi's splice does at the edges), so no output sees padding. One gather of
+    the kept rows' frames (no ``unfold``: this form exports to ONNX with a dynamic time axis).
     """
     n, t, d = x.shape
     if stack == 1 and subsample == 1:
         return x, lengths
-    pad = stack - 1
-    # Repeat each utterance's last valid frame into the padding region, so stacking at the edge is clean.
-    idx = torch.arange(t + pad, device=x.device).unsqueeze(0).expand(n, -1)
-    idx = torch.minimum(idx, (lengths - 1).clamp(min=0).unsqueeze(1).to(x.device))
-    xp = torch.gather(x, 1, idx.unsqueeze(-1).expand(-1, -1, d))  # (N, T + pad, D)
-    frames = xp.unfold(1, stack, 1)[:, :t]  # (N, T, D, stack)
-    frames = frames.permute(0, 1, 3, 2).reshape(n, t, d * stack)
-    out = frames[:, ::subsample]
+    starts = torch.arange(0, t, subsample, device=x.device)  # (T',)
+    idx = (starts.unsqueeze(1) + torch.arange(stack, device=x.device).unsqueeze(0)).reshape(1, -1)  # (1, T' x stack)
+    idx = torch.minimum(idx, (lengths - 1).clamp(min=0).unsqueeze(1).to(x.device))  # (N, T' x stack)
+    frames = torch.gather(x, 1, idx.unsqueeze(-1).expand(-1, -1, d))  # (N, T' x stack, D)
+    out = frames.reshape(n, starts.shape[0], stack * d)
     out_lengths = torch.div(lengths + subsample - 1, subsample, rounding_mode="floor")
-    return out.contiguous(), out_lengths
+    return out, out_lengths
 
 
 class BLSTM(nn.Module):

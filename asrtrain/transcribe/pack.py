@@ -49,13 +49,18 @@ def pack(exp: Path, out: Path, lm: Optional[Path] = None, params: Optional[Path]
         if params is not None:
             shutil.copy(params, stage / "params.yaml")
         (stage / "MODEL.md").write_text(card(exp, cfg, __version__, checkpoint))
-        files = sorted(p for p in stage.iterdir() if p.is_file())
-        (stage / MANIFEST).write_text("".join(f"{_sha(p)}  {p.name}\n" for p in files))
+        write_manifest(stage)
         swap_dir(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     return out
+
+
+def write_manifest(model_dir: Path) -> None:
+    """``MANIFEST.sha256``: the sha256 of every file in ``model_dir`` (what :func:`verify` checks)."""
+    files = sorted(p for p in Path(model_dir).iterdir() if p.is_file() and p.name != MANIFEST)
+    (Path(model_dir) / MANIFEST).write_text("".join(f"{_sha(p)}  {p.name}\n" for p in files))
 
 
 def card(exp: Path, cfg, version: str, checkpoint: Optional[Path]) -> str:

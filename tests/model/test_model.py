@@ -102,3 +102,17 @@ def test_intermediate_ctc_refuses_what_it_cannot_do(sets):
     from asrtrain.errors import AsrError
     with pytest.raises(AsrError, match="inter_ctc"):
         ModelConfig(**{"num_layers": 2, **sets}).validate()
+
+
+@pytest.mark.parametrize("stack,subsample", [(3, 3), (2, 1), (1, 2), (5, 2)])
+def test_stack_frames_puts_each_kept_frames_window_side_by_side_repeating_the_last_frame(stack, subsample):
+    from asrtrain.model.blstm import stack_frames
+    x = torch.randn(2, 7, 3)
+    lens = torch.tensor([7, 4])
+    out, out_lens = stack_frames(x, lens, stack, subsample)
+    assert out.shape == (2, -(-7 // subsample), 3 * stack)
+    assert out_lens.tolist() == [-(-7 // subsample), -(-4 // subsample)]
+    for n in range(2):
+        for j in range(out.shape[1]):
+            want = torch.cat([x[n, min(j * subsample + k, int(lens[n]) - 1)] for k in range(stack)])
+            assert torch.equal(out[n, j], want)

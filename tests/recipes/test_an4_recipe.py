@@ -44,6 +44,10 @@ def test_an4_recipe_end_to_end(tmp_path):
     assert lines[-2].endswith("| blstm_lm_test") and " | 3 " in lines[-2]  # test: the 3 transcribed utterances
     assert (work / "exp" / "blstm" / "decode_lm_dev" / "scoring" / "cer_summary").is_file()
     assert (work / "dump" / "train_sp" / "cmvn.scp").is_file()  # the recipe's features: per-speaker CMVN
+    # stages 1-7 are recipes/template/run.sh's: it ends with the packed model, LM and tuned weights inside
+    pack = work / "exp" / "blstm" / "pack"
+    assert r.stdout.rstrip().splitlines()[-1].startswith(f"packed model: {pack}")
+    assert {"lm.arpa", "params.yaml", "MODEL.md"} <= {p.name for p in pack.iterdir()}
     # the LM weight, word bonus and attention rescoring weight were chosen on dev (a 2 x 2 grid at each of
     # --att-weights auto's 0,0.5,1,2: conf/train.yaml trains the attention decoder) and used unchanged on test
     tuned = work / "exp" / "blstm" / "tune_lm_dev"
