@@ -111,7 +111,7 @@ def test_slurm_gpu_selection_spawned_learners_and_per_task_gpus(monkeypatch):
     0). Under ``srun --gpus-per-task=1`` (one GPU per task, LOCAL_RANK=$SLURM_LOCALID) ``--device cuda:0``
     is the task's own GPU, not a shared one: NCCL, not gloo."""
     from asrtrain.device import shares_gpu
-    from asrtrain.distributed.runtime.launch import resolve_backend
+    from asrtrain.distributed.runtime.backend import resolve_backend
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)

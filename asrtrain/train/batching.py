@@ -171,7 +171,7 @@ class DynamicBatchSource(BatchSource):
         if self._store is None:
             # Our own client: the process group and the heartbeat use theirs from other threads.
             host, port = os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT", "29500"))
-            from asrtrain.distributed.runtime.peerwatch import attempt_store
+            from asrtrain.distributed.runtime.attempt import attempt_store
             self._store = attempt_store(dist.TCPStore(host, port, None, False,
                                                       timeout=datetime.timedelta(seconds=self.timeout_s)))
         return self._store

@@ -16,7 +16,8 @@ from asrtrain.distributed.adpsgd import ADPSGD
 from asrtrain.distributed.base import Partition
 from asrtrain.distributed.gossip import Gossip
 from asrtrain.distributed.factory import check_dist_config, make_strategy, parse_slowdown
-from asrtrain.distributed.runtime.launch import resolve_backend, run_learners
+from asrtrain.distributed.runtime.backend import resolve_backend
+from asrtrain.distributed.runtime.launch import run_learners
 from asrtrain.errors import AsrError
 
 

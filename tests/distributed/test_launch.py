@@ -11,7 +11,7 @@ from asrtrain.errors import AsrError
 
 
 def test_backend_follows_the_device():
-    from asrtrain.distributed.runtime.launch import resolve_backend
+    from asrtrain.distributed.runtime.backend import resolve_backend
 
     assert resolve_backend("auto", torch.device("cpu")) == "gloo"
     assert resolve_backend("auto", torch.device("cuda", 0)) == "nccl"
@@ -21,7 +21,7 @@ def test_backend_follows_the_device():
 
 
 def test_nccl_for_learners_sharing_one_gpu_is_refused_in_one_line(monkeypatch):
-    from asrtrain.distributed.runtime.launch import resolve_backend
+    from asrtrain.distributed.runtime.backend import resolve_backend
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     gpu = torch.device("cuda", 0)  # a device object only: nothing runs on it
     assert resolve_backend("auto", gpu, shared_gpu=True) == "gloo"

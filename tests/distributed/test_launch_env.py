@@ -133,3 +133,35 @@ def test_ddp_leaves_the_host_side_lengths_on_the_host(monkeypatch):
     monkeypatch.setattr(par, "DistributedDataParallel", FakeDDP)
     collective.ddp_sum(OnGpu3())
     assert seen["device_ids"] is None
+
+
+def test_torchrun_attempt_namespace_is_agreed_even_over_a_stale_id(monkeypatch):
+    """Issue 58/3 on several nodes: the agent's store still holds the previous attempt's id (and its
+    answered hello) when a learner of the next attempt starts before rank 0 does. The learner must not
+    take the stale id: both end in rank 0's new namespace (TORCHELASTIC_RESTART_COUNT may differ per node,
+    so it cannot name the attempt)."""
+    import datetime
+    import threading
+
+    import torch.distributed as dist
+
+    from asrtrain.distributed.runtime import attempt
+
+    monkeypatch.setenv(attempt.PREFIX_ENV, "")  # join_attempt exports the namespace; undone after the test
+    tmo = datetime.timedelta(seconds=30)
+    server = dist.TCPStore("127.0.0.1", 0, None, True, timeout=tmo, wait_for_workers=False)
+    server.set(attempt.ID_KEY, "old")  # the previous attempt, answered then
+    got = {}
+
+    def learner(rank):
+        store = dist.TCPStore("127.0.0.1", server.port, None, False, timeout=tmo)
+        got[rank] = attempt.join_attempt(store, rank, 2, tmo, poll_s=0.2)
+
+    one = threading.Thread(target=learner, args=(1,))
+    one.start()
+    server.wait([f"{attempt.ID_KEY}/old/hello1"], tmo)  # rank 1 said hello under the stale id first
+    zero = threading.Thread(target=learner, args=(0,))
+    zero.start()
+    for t in (zero, one):
+        t.join(60)
+    assert got[0] == got[1] and "old" not in got[0], got

@@ -12,6 +12,7 @@ identical inside a node, apart across nodes. Each run takes 5-10 s (the processe
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -236,3 +237,81 @@ def test_max_restarts_carries_the_job_through_a_killed_worker(task, tmp_path):
     finished(r, exp, 2)
     assert "exitcode: -9" in r.stderr, r.stderr[-3000:]  # the kill happened, and the attempt after it
     assert "resumed from epoch-0001" in r.stderr, r.stderr[-3000:]
+
+
+KILL_ONCE_FREEZE_PEER = '''
+import os, signal, sys, threading, time
+_dir = os.environ["ASRTRAIN_TEST_MARKERS"]
+
+
+def _once(name):
+    try:
+        os.close(os.open(os.path.join(_dir, name), os.O_CREAT | os.O_EXCL))
+        return True
+    except FileExistsError:
+        return False
+
+
+if os.environ.get("RANK") == "1":
+    _replace = os.replace
+    def _kill_before_epoch2(src, dst, *a, **k):
+        if str(dst).endswith("epoch-0002.rank1.pt") and _once("killed"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return _replace(src, dst, *a, **k)
+    os.replace = _kill_before_epoch2
+elif os.environ.get("RANK") == "0" and os.environ.get("TORCHELASTIC_RUN_ID") and _once("watching"):
+    def _freeze_when_the_peer_dies():
+        while not os.path.exists(os.path.join(_dir, "killed")):
+            time.sleep(0.05)
+        sys.setswitchinterval(1e6)  # keep the interpreter lock: the main thread and the watch stop
+        while True:
+            pass
+    threading.Thread(target=_freeze_when_the_peer_dies, daemon=True).start()
+'''
+
+
+@pytest.mark.slow
+def test_max_restarts_on_two_nodes_carries_the_job_through_a_killed_worker(task, tmp_path):
+    """Issue 58/3 across two torchrun agents (c10d rendezvous on 127.0.0.1, one learner each). Rank 1 is
+    killed once before its epoch-2 checkpoint; rank 0 freezes then, as a learner waiting in an NCCL
+    collective does, so its agent restarts it for the membership change, which does not count as a
+    restart: the two nodes' TORCHELASTIC_RESTART_COUNT differ (1 and 0). The restarted learners must still
+    meet in one namespace of the agent's store, resume from epoch 1 and finish (keyed by the restart count
+    they hung until the timeout)."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(KILL_ONCE_FREEZE_PEER)
+    exp = tmp_path / "restart2"
+    port = free_port()
+    launcher = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--max-restarts", "1",
+                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "asrtrain-restart"]
+    e = env()
+    e["PYTHONPATH"] = os.pathsep.join([str(hook), e.get("PYTHONPATH", "")])
+    e.update(ASRTRAIN_TEST_MARKERS=str(tmp_path), LOGLEVEL="INFO")  # INFO: the agents say why they restart
+    cmd = train_cmd(task, exp, launcher, "--strategy", "ssgd", "--resume")
+    logs = [(tmp_path / f"node{k}.out", tmp_path / f"node{k}.err") for k in range(2)]
+    nodes = []
+    for out, err in logs:
+        with open(out, "w") as o, open(err, "w") as r:
+            nodes.append(subprocess.Popen(cmd, env=e, stdout=o, stderr=r, start_new_session=True))
+    try:
+        codes = [p.wait(timeout=240) for p in nodes]
+    except subprocess.TimeoutExpired:
+        codes = None
+    finally:
+        for p in nodes:  # SIGTERM: the agent stops its workers (killed, it would leave them running)
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+    outs = [(out.read_text(), err.read_text()) for out, err in logs]
+    err = "".join(e_ for _, e_ in outs)
+    assert codes == [0, 0], f"exit codes {codes}: " + err[-6000:]
+    assert (tmp_path / "killed").exists() and "exitcode: -9" in err, err[-3000:]
+    assert err.count("resumed from epoch-0001") == 2, err[-3000:]
+    assert "new nodes" in err or "membership" in err, err[-3000:]  # the healthy node's agent restarted it
+    assert sum(out.count(str(exp / "final.pt")) for out, _ in outs) == 1
+    assert same(weights(exp, 0), weights(exp, 1))

@@ -17,10 +17,12 @@ import torch
 import torch.distributed as dist
 
 from asrtrain.config import DistConfig
+from asrtrain.distributed import collective
 from asrtrain.distributed.factory import make_strategy
 from asrtrain.distributed.runtime.beacon import note_progress
 
 DIM = 6
+SUM_HOOK = collective._sum_hook  # ddp_sum's own, put back for every job after one that broke it
 
 
 @dataclass
@@ -34,6 +36,7 @@ class ToyArgs:
     seed: int = 3
     zero_grad: bool = False  # lr 0: weights change only by averaging
     distinct_init: bool = False  # every learner starts from different weights
+    sync_initial: Optional[bool] = None  # setup's broadcast of rank 0's weights; default: not distinct_init
     sleep_s: float = 0.0  # per-step "compute" (multiplied by dist.slowdown for that rank)
     extra_batches: dict = field(default_factory=dict)  # rank -> batches more than the others
     kill_rank: Optional[int] = None
@@ -42,6 +45,8 @@ class ToyArgs:
     check_group_identical: bool = False  # all_gather after every step (H-ADPSGD invariant)
     staged: bool = False  # gossip through DeviceWeights (the GPU path's staging and folds) even on the CPU
     device: str = "cpu"  # where the model and batches live (the gpu tests use cuda)
+    record_steps: bool = False  # keep every step's weights (at the forward) and gradient (after the reduce)
+    break_reduce: str = ""  # "mean" | "world": DDP's gradient all-reduce made wrong, to show a check fails
 
 
 class Rows(tuple):
@@ -87,10 +92,12 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
     from asrtrain.distributed import gossip as comm, gossip_weights as weights
 
     comm.make_weights = weights.DeviceWeights if args.staged else weights.make_weights
+    collective._sum_hook = _broken_reduce(args.break_reduce) if args.break_reduce else SUM_HOOK  # per job
     out.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device)
     strategy = make_strategy(cfg, rank, world_size, seed=args.seed,
-                             sync_initial_weights=not args.distinct_init)
+                             sync_initial_weights=not args.distinct_init if args.sync_initial is None
+                             else args.sync_initial)
     model = make_model(args.seed + (100 * rank if args.distinct_init else 0)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0 if args.zero_grad else args.lr,
                                 momentum=args.momentum)
@@ -101,6 +108,7 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
                 if (g := getattr(strategy, name, None)) is not None}
     initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
     identical_ok = True
+    steps_w, steps_g = [], []
     slow = strategy.slowdown
     t_loop = time.perf_counter()
     for step, (x, y) in enumerate(my_batches(strategy, args)):
@@ -111,11 +119,15 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
             time.sleep(3600)  # a stuck main thread: the heartbeat thread goes on
         strategy.before_step(step)
         optimizer.zero_grad()
+        if args.record_steps:
+            steps_w.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu())
         loss = ((net(x) - y) ** 2).sum() / strategy.global_count(len(x))
         loss.backward()
         if args.sleep_s:
             time.sleep(args.sleep_s)  # the "compute"; slowdown multiplies it in reduce_gradients
         strategy.reduce_gradients()
+        if args.record_steps:
+            steps_g.append(torch.cat([p.grad.detach().reshape(-1) for p in model.parameters()]).cpu())
         strategy.apply_step(optimizer)
         strategy.after_step(step)
         note_progress()
@@ -137,8 +149,21 @@ def train_one(rank: int, world_size: int, args: ToyArgs, cfg: DistConfig, out: P
     strategy.close()
     torch.save({"initial": initial, "before_final": before_final, "final": after, "metrics": metrics,
                 "identical_ok": identical_ok, "slowdown": slow, "state": strategy.state_dict(),
-                "group_timeouts": timeouts, "foreign_gpus": foreign_gpu_contexts(device)},
+                "group_timeouts": timeouts, "foreign_gpus": foreign_gpu_contexts(device),
+                "steps_w": steps_w, "steps_g": steps_g, "backend": dist.get_backend()},
                out / f"rank{rank}.pt")
+
+
+def _broken_reduce(how: str):
+    """A wrong DDP comm hook for :func:`asrtrain.distributed.collective.ddp_sum`: ``mean`` averages instead
+    of summing, ``world`` sums over the whole job instead of the strategy's group (H-ADPSGD's group of M)."""
+    def hook(group, bucket):
+        buf = bucket.buffer()
+        fut = dist.all_reduce(buf, group=None if how == "world" else group, async_op=True).get_future()
+        size = dist.get_world_size(group)
+        return fut.then(lambda f: f.value()[0] / size if how == "mean" else f.value()[0])
+
+    return hook
 
 
 def foreign_gpu_contexts(device: torch.device) -> List[int]:

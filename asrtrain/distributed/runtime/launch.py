@@ -44,14 +44,15 @@ import signal
 import socket
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 import torch
 import torch.distributed as dist
 
+from asrtrain.distributed.runtime.backend import agree_backend, resolve_backend
 from asrtrain.distributed.runtime.netif import choose_gloo_interface, loopback_interface
-from asrtrain.distributed.runtime.peerwatch import (VERDICT_KEY, PeerWatch, attempt_store, get_verdict,
-                                                   set_verdict)
+from asrtrain.distributed.runtime.attempt import PREFIX_ENV, join_attempt
+from asrtrain.distributed.runtime.peerwatch import VERDICT_KEY, PeerWatch, get_verdict, set_verdict
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
@@ -120,31 +121,6 @@ def writes_job_files() -> bool:
 def is_job_leader() -> bool:
     """The one process of the whole job that reports for it (prints the final model's path)."""
     return not in_launched_group() or os.environ.get("RANK", "0") == "0"
-
-
-def resolve_backend(backend: str, device: Optional[torch.device] = None, shared_gpu: bool = False) -> str:
-    """The default process group's backend for a learner computing on ``device``.
-
-    ``auto`` -> nccl when the learner computes on its own GPU, gloo on the CPU or when the learners of a
-    node share one GPU (NCCL refuses two ranks on one device). Asking for nccl without CUDA, or for a
-    learner on the CPU, is an error. (The ADPSGD gossip ring and the small host-side collectives always
-    use gloo groups of their own, beside this one.)
-    """
-    if backend not in ("auto", "gloo", "nccl"):
-        raise AsrError(f"dist.backend = {backend!r} is not one of auto, gloo, nccl")
-    on_gpu = torch.cuda.is_available() if device is None else device.type == "cuda"
-    if backend == "auto":
-        return "nccl" if on_gpu and not shared_gpu else "gloo"
-    if backend == "nccl" and not torch.cuda.is_available():
-        raise AsrError("dist.backend = nccl but CUDA is not available", fix="use dist.backend=gloo or auto")
-    if backend == "nccl" and shared_gpu:
-        raise AsrError("dist.backend = nccl but the learners of a node share one GPU (--device cuda:N), "
-                       "and NCCL refuses two ranks on one device",
-                       fix="use dist.backend=auto (gloo then) or one GPU per learner (--device cuda)")
-    if backend == "nccl" and not on_gpu:
-        raise AsrError("dist.backend = nccl but the learners compute on the CPU",
-                       fix="use --device cuda, or dist.backend=gloo")
-    return backend
 
 
 def local_store(timeout: datetime.timedelta) -> "dist.TCPStore":
@@ -303,41 +279,44 @@ def _learner_entry(rank: int, world_size: int, fn, args, backend: str, timeout_s
         device = resolve_device(device_spec)
         # Learners share a GPU when this node runs several of them on one cuda:N (one per node does not).
         local = env_int("LOCAL_WORLD_SIZE", world_size)
-        backend = resolve_backend(backend, device, shares_gpu(device_spec) and local > 1)
+        shared = shares_gpu(device_spec) and local > 1
+        backend = resolve_backend(backend, device, shared) if world_size == 1 else backend
     except AsrError as err:
-        if in_process:
-            raise
-        _report(rank, err.render(), store_addr)
-        os._exit(1)
+        _leave(rank, err, in_process, store_addr)
     bind_device(device)  # before any process group: NCCL's communicator is made for this GPU
-    if rank == 0:
-        log.info("default process group: %s, learners on %s", backend, device_spec)
     tmo = datetime.timedelta(seconds=group_timeout_s(timeout_s, hang_after))
     set_group_timeout(tmo)  # the strategies' own groups wait as long as the default one
+    process_group = process_group or not in_process or world_size > 1
     if store_addr is None:  # torchrun / srun: the env:// rendezvous
         choose_gloo_interface(os.environ)  # before any gloo group: they read it when they are made
         host, port = os.environ["MASTER_ADDR"], int(os.environ.get("MASTER_PORT", "29500"))
         # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE); bare env:// makes rank 0 host it
         agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
-        with native_stdout_to_stderr():  # gloo's connection line is not the command's output
-            if agent:  # the agent's store outlives --max-restarts attempts: this attempt's keys apart
-                store = attempt_store(dist.TCPStore(host, port, None, False, timeout=tmo))
-                dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
-            else:
-                dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
-                                        timeout=tmo)
+        os.environ.pop(PREFIX_ENV, None)
+        if agent:  # the agent's store outlives --max-restarts attempts: this attempt's keys apart
+            raw = dist.TCPStore(host, port, None, False, timeout=tmo)
+            store = dist.PrefixStore(join_attempt(raw, rank, world_size, tmo), raw)
+        else:  # what init_method="env://" would make: rank 0 hosts it
+            store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=tmo))
         store_owner = "the torchrun agent" if agent else "learner rank 0"
     else:
         host, port = store_addr
+        os.environ.pop(PREFIX_ENV, None)  # a store of this job's own: no namespace in it
         if not in_process:  # in-process, they would make the next run_learners think it is under torchrun
             os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK=str(rank),
                               WORLD_SIZE=str(world_size))
-        process_group = process_group or not in_process or world_size > 1
-        if process_group:
-            store = dist.TCPStore(host, port, None, False, timeout=tmo)
-            with native_stdout_to_stderr():  # gloo's connection line is not the command's output
-                dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
+        store = dist.TCPStore(host, port, None, False, timeout=tmo) if process_group else None
         store_owner = "the parent process"
+    if world_size > 1:
+        try:  # one backend for the whole job: rank 0's (nodes may differ; see runtime/backend.py)
+            backend = agree_backend(store, rank, world_size, backend, device, shared, tmo)
+        except AsrError as err:
+            _leave(rank, err, in_process, store_addr)
+    if rank == 0:
+        log.info("default process group: %s, learners on %s", backend, device_spec)
+    if process_group:
+        with native_stdout_to_stderr():  # gloo's connection line is not the command's output
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=tmo)
     watch = PeerWatch(host, port, rank, world_size, dead_after=min(timeout_s / 2, MAX_DEAD_AFTER_S),
                       store_owner=store_owner, hang_after=hang_after,
                       parent_reports=store_addr is not None and not in_process)
@@ -378,6 +357,15 @@ def _report(rank: int, message: str, store_addr, consequence: bool = False) -> N
             pass
     sys.stderr.write(f"asrtrain: error: {line}\n")
     sys.stderr.flush()
+
+
+def _leave(rank: int, err: AsrError, in_process: bool, store_addr) -> NoReturn:
+    """A learner's set-up error: raised in this process; from a learner process, reported once
+    (:func:`_report`) and exit 1."""
+    if in_process:
+        raise err
+    _report(rank, err.render(), store_addr)
+    os._exit(1)
 
 
 def keep_sockets_on_loopback(env) -> None:

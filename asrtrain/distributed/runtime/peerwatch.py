@@ -23,21 +23,13 @@ from typing import Optional
 
 import torch.distributed as dist
 
+from asrtrain.distributed.runtime.attempt import attempt_store
 from asrtrain.errors import AsrError
 
 log = logging.getLogger(__name__)
 
 
 VERDICT_KEY = "asrtrain/hb/verdict"
-
-
-def attempt_store(store):
-    """``store`` seen through this torchrun attempt's namespace (``TORCHELASTIC_RESTART_COUNT``; the
-    store itself unchanged outside torchrun and on the first attempt). torchrun's agent keeps one store
-    across ``--max-restarts`` attempts: without it a restarted worker reads the old attempt's verdict,
-    batch claims, and gloo's addresses of processes that are gone."""
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0").strip() or "0"
-    return store if attempt == "0" else dist.PrefixStore(f"asrtrain/attempt{attempt}", store)
 
 
 def set_verdict(store, message: str) -> None:
