@@ -132,14 +132,5 @@ def export(model: Path, out: Path, fmt: str = "onnx", checkpoint: Optional[Path]
     return out
 
 
-def padded_batch(feats: Sequence[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
-    """Features [T, D] each -> (float32 [B, max T, D] zero-padded, int64 lengths [B]): the graph's inputs."""
-    lengths = np.array([f.shape[0] for f in feats], dtype=np.int64)
-    out = np.zeros((len(feats), int(lengths.max()), feats[0].shape[1]), dtype=np.float32)
-    for i, f in enumerate(feats):
-        out[i, : f.shape[0]] = f
-    return out, lengths
-
-
 def _write_json(path: Path, obj) -> None:
     path.write_text(json.dumps(obj, indent=1) + "\n")

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from asrtrain.errors import AsrError
-from asrtrain.export.bundle import padded_batch
+from asrtrain.export.arrays import padded_batch
 
 TOLERANCE = 1e-4  # max abs difference of log-probs allowed between the written graph and eager torch
 INPUTS = ("feats", "lengths")

@@ -48,7 +48,7 @@ def check_batching(batch_size: int, batch_frames: int) -> None:
 def decode_prepared(tr, prepared: Sequence, batch_size: int = 16, batch_frames: Optional[int] = None) -> List:
     """:class:`~asrtrain.transcribe.model.Prepared` files -> their :class:`~asrtrain.transcribe.model.Result`
     each, the segments of all of them batched by length."""
-    from asrtrain.transcribe.model import Result
+    from asrtrain.transcribe.result import Result
 
     batch_frames = batch_frames or tr.batch_frames
     flat = [(i, k) for i, p in enumerate(prepared) for k, f in enumerate(p.feats) if len(f)]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -28,26 +28,11 @@ import numpy as np
 
 from asrtrain.config import DecodeConfig
 from asrtrain.errors import AsrError
+from asrtrain.transcribe.result import Result, Word  # noqa: F401 - part of this module's API
 
 log = logging.getLogger("asrtrain.transcribe")
 
 Audio = Union[str, Path, np.ndarray]
-
-
-@dataclass
-class Word:
-    word: str
-    start: float  # seconds from the start of the file
-    end: float
-
-
-@dataclass
-class Result:
-    """One file's transcript: ``text``, timed ``words``, the ``file`` and its ``segments`` (s, s)."""
-    text: str
-    words: List[Word] = field(default_factory=list)
-    file: Optional[str] = None
-    segments: List[Tuple[float, float]] = field(default_factory=list)
 
 
 @dataclass

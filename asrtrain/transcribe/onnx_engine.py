@@ -35,7 +35,8 @@ import numpy as np
 
 from asrtrain.config import FeatureConfig
 from asrtrain.errors import AsrError
-from asrtrain.export.bundle import CMVN_JSON, FBANK_JSON, FORMATS, LAYOUT, META_JSON, padded_batch
+from asrtrain.export.arrays import padded_batch
+from asrtrain.export.bundle import CMVN_JSON, FBANK_JSON, FORMATS, LAYOUT, META_JSON
 from asrtrain.features.fbank import feature_dim  # torch-free at import (fbank() imports it)
 from asrtrain.transcribe.model import Transcriber
 

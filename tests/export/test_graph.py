@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from asrtrain.decode.ctc import greedy
-from asrtrain.export.bundle import padded_batch
+from asrtrain.export.arrays import padded_batch
 from asrtrain.export.graph import TOLERANCE, alone, check_features
 
 LENGTHS = (83, 41, 5, 2)  # neither the traced nor the export-checked lengths
