@@ -203,4 +203,7 @@ def _search(tok, lm: Path, params: Optional[Path], decode: dict):
         from asrtrain.decode.tune import read_params
         p = read_params(params)
         lw, wb, beam, oov = p["lm_weight"], p["word_bonus"], p["beam_size"], p["oov_penalty"]
+        if p.get("att_rescore"):  # the export holds the CTC path only: say what is not done
+            log.warning("%s: attention rescoring (att_rescore %s) is not done by the onnx engine (the export "
+                        "has no attention decoder); the torch engine does it", params, p["att_rescore"])
     return lexicon_search(tok, lm, None, beam, lw, wb, "ours", oov, 1)
