@@ -70,7 +70,7 @@ def export(model: Path, out: Path, fmt: str = "onnx", checkpoint: Optional[Path]
     from asrtrain.atomic import staging_dir, swap_dir
     from asrtrain.decode.run import load_model
     from asrtrain.export import graph
-    from asrtrain.features.cmvn import read_stats
+    from asrtrain.features.cmvn import training_stats
     from asrtrain.text.tokenizer import Tokenizer
     from asrtrain.transcribe.pack import verify, write_manifest
 
@@ -85,13 +85,7 @@ def export(model: Path, out: Path, fmt: str = "onnx", checkpoint: Optional[Path]
         raise AsrError("this model was trained with CE targets; export writes a CTC model's graph", model)
     if fmt == "onnx":
         graph.check_onnx_supported(cfg.model)
-    stats = None
-    if cfg.features.cmvn == "global":
-        path = Path(cmvn_stats) if cmvn_stats else model / "cmvn_global.ark"
-        if not path.is_file():
-            raise AsrError("the model uses global CMVN and its training stats are not here", path,
-                           fix="pass --cmvn-stats TRAIN_FEATS/cmvn_global.ark (or copy it into the exp dir)")
-        stats = read_stats(str(path))
+    stats = training_stats(model, cfg.features.cmvn, cmvn_stats)
     tok = Tokenizer(model / "tokenizer.model")
     stage = staging_dir(out)
     try:

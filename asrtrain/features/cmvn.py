@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Dict, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
 import numpy as np
 
@@ -139,3 +139,15 @@ def write_speaker(out_dir: PathLike, stats: Dict[str, np.ndarray], scp_dir: Path
             write_array(fh, np.asarray(stats[spk], dtype=np.float64))
     with atomic_open(out_dir / "cmvn.scp") as fh:
         fh.writelines(lines)
+
+
+def training_stats(model_dir: Path, cmvn: str, cmvn_stats: Optional[Path] = None) -> Optional[np.ndarray]:
+    """The global CMVN stats a model was trained with ([2, D+1]; ``MODEL/cmvn_global.ark``, which training
+    copies into the exp dir, or ``cmvn_stats``); None for a model whose ``features.cmvn`` is not global."""
+    if cmvn != "global":
+        return None
+    path = Path(cmvn_stats) if cmvn_stats else Path(model_dir) / "cmvn_global.ark"
+    if not path.is_file():
+        raise AsrError("the model uses global CMVN and its training stats are not here", path,
+                       fix="pass --cmvn-stats TRAIN_FEATS/cmvn_global.ark (or copy it into the exp dir)")
+    return read_stats(str(path))

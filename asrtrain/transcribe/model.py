@@ -71,7 +71,7 @@ class Transcriber:
         weights, beam, OOV penalty and, for a joint CTC/attention model, attention rescoring."""
         from asrtrain.decode.lexicon_search import lexicon_search
         from asrtrain.decode.run import load_model
-        from asrtrain.features.cmvn import read_stats
+        from asrtrain.features.cmvn import training_stats
         from asrtrain.text.tokenizer import Tokenizer
 
         from asrtrain.transcribe.pack import verify
@@ -87,13 +87,7 @@ class Transcriber:
         if cfg.model.loss != "ctc":
             raise AsrError("this model was trained with CE targets; transcribe needs a CTC model", model)
         tok = Tokenizer(model / "tokenizer.model")
-        stats = None
-        if cfg.features.cmvn == "global":
-            path = Path(cmvn_stats) if cmvn_stats else model / "cmvn_global.ark"
-            if not path.is_file():
-                raise AsrError("the model uses global CMVN and its training stats are not here", path,
-                               fix="pass --cmvn-stats TRAIN_FEATS/cmvn_global.ark (or copy it into the exp dir)")
-            stats = read_stats(str(path))
+        stats = training_stats(model, cfg.features.cmvn, cmvn_stats)
         search, att = None, 0.0
         if lm is not None:
             d = cfg.decode

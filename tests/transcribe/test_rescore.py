@@ -3,6 +3,8 @@
 import pytest
 import soundfile as sf
 
+from tests.helpers.wav_dir import wav_data_and_feats
+
 from tests.helpers.tiny_exp import make_exp
 
 
@@ -21,17 +23,7 @@ def _lines(text):
 def test_transcribe_rescores_like_decode_over_the_same_utterances(tmp_path, speechy):
     from tests.helpers.cli_helpers import run
     exp = make_exp(tmp_path / "exp", att_weight=0.3)
-    data = tmp_path / "data"
-    data.mkdir()
-    utts = [f"u{i}" for i in range(4)]
-    for i, u in enumerate(utts):
-        sf.write(tmp_path / f"{u}.wav", speechy(1.0 + 0.3 * i, 16000, seed=i), 16000)
-    (data / "wav.scp").write_text("".join(f"{u} {tmp_path / f'{u}.wav'}\n" for u in utts))
-    (data / "utt2spk").write_text("".join(f"{u} {u}\n" for u in utts))  # per-utterance = per-speaker CMVN
-    (data / "spk2utt").write_text("".join(f"{u} {u}\n" for u in utts))
-    (data / "text").write_text("".join(f"{u} yes\n" for u in utts))
-    assert run("features", data, tmp_path / "feats", "--set", "num_mel_bins=23", "--set", "cmvn=speaker"
-               ).exit_code == 0
+    data = wav_data_and_feats(tmp_path, speechy, 4, 0.3)
     r = run("lm", "train", "--text", exp / "text", "--out", tmp_path / "lm", "--order", "2")
     assert r.exit_code == 0, r.output
     lm = tmp_path / "lm" / "lm.arpa"

@@ -3,21 +3,13 @@
 import pytest
 import soundfile as sf
 
+from tests.helpers.wav_dir import wav_data_and_feats
+
 
 @pytest.mark.slow
 def test_transcribe_of_wavs_equals_decode_of_their_features(exp, tmp_path, speechy):
     from tests.helpers.cli_helpers import run
-    data = tmp_path / "data"
-    data.mkdir()
-    utts = [f"u{i}" for i in range(3)]
-    for i, u in enumerate(utts):
-        sf.write(tmp_path / f"{u}.wav", speechy(1.0 + 0.4 * i, 16000, seed=i), 16000)
-    (data / "wav.scp").write_text("".join(f"{u} {tmp_path / f'{u}.wav'}\n" for u in utts))
-    (data / "utt2spk").write_text("".join(f"{u} {u}\n" for u in utts))  # per-utterance = per-speaker CMVN
-    (data / "spk2utt").write_text("".join(f"{u} {u}\n" for u in utts))
-    (data / "text").write_text("".join(f"{u} yes\n" for u in utts))
-    assert run("features", data, tmp_path / "feats", "--set", "num_mel_bins=23", "--set", "cmvn=speaker"
-               ).exit_code == 0
+    data = wav_data_and_feats(tmp_path, speechy, 3, 0.4)
     res = run("decode", exp, tmp_path / "feats", tmp_path / "dec", "--method", "greedy", "--device", "cpu")
     assert res.exit_code == 0, res.output
     decoded = dict(ln.split(" ", 1) if " " in ln else (ln, "") for ln in
