@@ -11,24 +11,11 @@ from tests.helpers.sphere_fixture import tone
 
 
 def knf_fbank(samples_int16: np.ndarray, conf: FeatureConfig) -> np.ndarray:
-    """kaldi-native-fbank on int16-range samples, options mapped one to one."""
+    """kaldi-native-fbank on int16-range samples, options mapped one to one by the onnx engine."""
+    from asrtrain.transcribe.onnx_engine import knf_options  # the onnx engine's mapping, checked here too
+
     knf = kaldi_native_fbank
-    o = knf.FbankOptions()
-    f = o.frame_opts
-    f.samp_freq = conf.sample_rate
-    f.frame_length_ms = conf.frame_length
-    f.frame_shift_ms = conf.frame_shift
-    f.dither = conf.dither
-    f.preemph_coeff = conf.preemphasis_coefficient
-    f.remove_dc_offset = conf.remove_dc_offset
-    f.window_type = conf.window_type
-    f.round_to_power_of_two = conf.round_to_power_of_two
-    f.snip_edges = conf.snip_edges
-    o.mel_opts.num_bins = conf.num_mel_bins
-    o.mel_opts.low_freq = conf.low_freq
-    o.mel_opts.high_freq = conf.high_freq
-    o.use_energy = conf.use_energy
-    o.use_log_fbank = conf.use_log_fbank
+    o = knf_options(conf)  # dither 0, as every parity case here
     fb = knf.OnlineFbank(o)
     fb.accept_waveform(conf.sample_rate, samples_int16.astype(np.float32).tolist())
     fb.input_finished()
