@@ -81,9 +81,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="where the task and exp dirs go (default: a temp dir)")
     ap.add_argument("--out", type=Path, required=True, help="JSON summary")
     a = ap.parse_args()
-    sys.path.insert(0, str(ROOT / "tests" / "train"))
-    sys.path.insert(0, str(ROOT))
-    from featfix import make_task
+    from asrtrain.features.toy import make_task
 
     work = a.work or Path(tempfile.mkdtemp(prefix="interrupt_loop."))
     task = make_task(Path(tempfile.mkdtemp(prefix="task.", dir=work)), 24, 6)  # made once, reused

@@ -56,3 +56,16 @@ def make_feat_dir(root: Path, n_utts: int = 40, dim: int = 13, seed: int = 0, wo
     (root / "features.yaml").write_text(yaml.safe_dump(cfg))
     (root / "feat_dim").write_text(f"{dim}\n")
     return root
+
+
+def make_task(root: Path, n_train: int, n_dev: int):
+    """A train and a dev toy feature dir under ``root``, and a word tokenizer of the training text:
+    ``(train_dir, dev_dir, tokenizer.model)``."""
+    from asrtrain.config import TokenizerConfig
+    from asrtrain.text.tokenizer import train_tokenizer
+
+    root = Path(root)
+    train = make_feat_dir(root / "train", n_train)
+    dev = make_feat_dir(root / "dev", n_dev, seed=1)
+    return train, dev, Path(train_tokenizer(train / "text", root / "tok",
+                                            TokenizerConfig(model_type="word", vocab_size=30)))
