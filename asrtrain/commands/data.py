@@ -36,8 +36,7 @@ def info(data_dir: Path, key) -> None:
     DATA_DIR is validated first (tables only)."""
     from asrtrain.data.info import describe
     from asrtrain.data.validate import validate as check
-    check(data_dir, audio=False)
-    facts = describe(data_dir, with_hours=key in (None, "hours"))
+    facts = describe(data_dir, with_hours=key in (None, "hours"), data=check(data_dir, audio=False))
     if key is not None:
         click.echo(facts[key])
         return

@@ -84,10 +84,11 @@ def hours(data: DataDir, path: Path) -> Optional[float]:
     return total / 3600.0
 
 
-def describe(path: Path, with_hours: bool = True) -> Dict[str, object]:
-    """utterances, speakers, recordings, sample_rate (and hours) of a valid data dir."""
+def describe(path: Path, with_hours: bool = True, data: Optional[DataDir] = None) -> Dict[str, object]:
+    """utterances, speakers, recordings, sample_rate (and hours) of a valid data dir (``data``: the dir
+    already read, e.g. by :func:`asrtrain.data.validate.validate`)."""
     from asrtrain.data.datadir import read_datadir
-    data = read_datadir(path)
+    data = data if data is not None else read_datadir(path)
     out: Dict[str, object] = {"utterances": len(data.utt2spk), "speakers": len(data.spk2utt),
                               "recordings": len(data.wav_scp), "sample_rate": sample_rate(data, path)}
     if with_hours:
