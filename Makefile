@@ -24,7 +24,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q torch==2.9.1 torchaudio==2.9.1
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat  # a path line in site-packages: no import hook to run at every start-up (12 ms of site's 15)
 	touch $@
 
 install: $(STAMP)

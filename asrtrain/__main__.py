@@ -1,14 +1,23 @@
-"""``python -m asrtrain``. A Ctrl-C while the command's modules are still being imported is ours too."""
+"""``asrtrain`` (the console script) and ``python -m asrtrain``.
 
-try:
+Ctrl-C is ours from the first lines here: until :func:`asrtrain.cli.main` takes over, a SIGINT prints the
+one line and ends the process (:mod:`asrtrain.early`). Only the interpreter's own start-up, before this
+module runs, is left to Python's default.
+"""
+
+import _signal  # built in, loaded at start-up: `signal` would first import enum (2 ms without our handler)
+
+from asrtrain import early
+
+
+def run() -> None:
+    """The console entry point: guard the imports, then hand over to :func:`asrtrain.cli.main`."""
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:  # SIG_IGN (a background job) stays
+        _signal.signal(_signal.SIGINT, early.on_sigint)
     from asrtrain.cli import main
-except KeyboardInterrupt:
-    import os
-    import sys
 
-    sys.stderr.write("asrtrain: error: interrupted (SIGINT / Ctrl-C) (fix: run it again; asrtrain train "
-                     "continues from the last checkpoint with --resume)\n")
-    sys.stderr.flush()
-    os._exit(1)
+    main()
 
-main()
+
+if __name__ == "__main__":
+    run()

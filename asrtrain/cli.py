@@ -153,7 +153,9 @@ def main() -> None:
     """The console entry point. Ctrl-C at any moment ends with one line and exit status 1: at start-up
     and in a command (:func:`interrupted`); once the command has returned (its result printed) a late
     Ctrl-C is ignored and the exit status is the command's."""
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    from asrtrain import early
+
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, early.on_sigint):  # SIG_IGN stays
         signal.signal(signal.SIGINT, _sigint)
     try:
         cli(prog_name="asrtrain")

@@ -9,7 +9,9 @@ SIGINT to its whole process group (as a terminal's Ctrl-C does) after a delay dr
 start-up, training, the final average, after final.pt, and a few after the run ended. Outcomes:
 
 - one_line:  exit status 1, no traceback, and exactly one error line, ``asrtrain: error: interrupted ...``
-- finished:  exit status 0 and stdout the path of final.pt (the run was done when the signal came)
+- finished:  exit status 0 and stdout the path of final.pt: the signal came after the command had returned
+             (a late Ctrl-C is ignored), and the run's output is whole
+- after_exit: the process had already exited when the signal was due (not sent; not an interrupt)
 - sigint_at_startup: killed by SIGINT itself with nothing printed: the signal came while the interpreter was
              starting, before it installed its own handler, or Python's own "Fatal Python error:
              init_import_site" when it came during the import of `site` (no code of ours has run yet)
@@ -17,7 +19,8 @@ start-up, training, the final average, after final.pt, and a few after the run e
 - hang:      still running --hang-s seconds after the signal (then killed)
 - other:     anything else (another exit status, more or other lines, a traceback)
 
-The JSON summary holds the counts, the settings and the stderr of every run that was not one_line/finished.
+The run is the console script `asrtrain` next to this Python (what a user types), else `python -m asrtrain`.
+The JSON summary (rewritten after every trial, so a loop cut short keeps its counts) holds the counts, the settings and the stderr of every run that was not one_line/finished.
 """
 
 from __future__ import annotations
@@ -40,9 +43,29 @@ NATIVE = ("Segmentation fault", "corrupted size", "Fatal Python error", "double 
           "Aborted (core dumped)", "malloc")
 
 
+def entry() -> list[str]:
+    script = Path(sys.executable).with_name("asrtrain")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "asrtrain"]
+
+
+def code_version() -> str:
+    """The commit of the code the runs import (``asrtrain``'s checkout), with ``+dirty`` for local changes."""
+    import asrtrain
+
+    src = Path(asrtrain.__file__).resolve().parents[1]
+    try:
+        rev = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "asrtrain", "setup.cfg"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"unknown ({src})"
+    return rev + ("+dirty" if dirty else "") + f" ({src})"
+
+
 def command(task, exp: Path, learners: int):
     tr, dev, tok = task
-    cmd = [sys.executable, "-m", "asrtrain", "train", "--train-data", str(tr), "--dev-data", str(dev),
+    cmd = entry() + ["train", "--train-data", str(tr), "--dev-data", str(dev),
            "--tokenizer", str(tok), "--exp-dir", str(exp), "--learners", str(learners),
            "--strategy", "single" if learners == 1 else "ssgd"]
     for s in SETTINGS:
@@ -88,16 +111,28 @@ def main() -> None:
     exp = work / "exp"
     import shutil
 
-    shutil.rmtree(exp, ignore_errors=True)
-    t0 = time.monotonic()
-    p = start(command(task, exp, a.learners))
-    out, err = p.communicate(timeout=900)
-    span = time.monotonic() - t0
-    if p.returncode != 0:
-        sys.exit(f"calibration run failed ({p.returncode}):\n{err}")
+    spans = []
+    for _ in range(3):  # the first run is slower (cold caches): the median of three
+        shutil.rmtree(exp, ignore_errors=True)
+        t0 = time.monotonic()
+        p = start(command(task, exp, a.learners))
+        out, err = p.communicate(timeout=900)
+        spans.append(time.monotonic() - t0)
+        if p.returncode != 0:
+            sys.exit(f"calibration run failed ({p.returncode}):\n{err}")
+    span = sorted(spans)[1]
     rng = random.Random(a.seed)
-    counts = {k: 0 for k in ("one_line", "finished", "sigint_at_startup", "crash", "hang", "other")}
+    counts = {k: 0 for k in ("one_line", "finished", "after_exit", "sigint_at_startup", "crash", "hang", "other")}
     bad, began = [], time.monotonic()
+    version = code_version()
+
+    def summary() -> dict:
+        return {"learners": a.learners, "code": version, "command": " ".join(entry()),
+                "interrupts": sum(counts.values()) - counts["after_exit"],
+                "calibration_runs_s": [round(x, 2) for x in spans], "counts": counts,
+                "load_average": os.getloadavg(), "cpus": os.cpu_count(),
+                "minutes": round((time.monotonic() - began) / 60, 1), "settings": SETTINGS, "bad": bad}
+
     for i in range(a.trials):
         if a.minutes and time.monotonic() - began > a.minutes * 60:
             break
@@ -105,10 +140,14 @@ def main() -> None:
         delay = rng.uniform(0, 1.1 * span)
         p = start(command(task, exp, a.learners))
         time.sleep(delay)
-        try:
-            os.killpg(p.pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+            sent = True
+        else:
+            sent = False
         try:
             out, err = p.communicate(timeout=a.hang_s)
             rc = p.returncode
@@ -116,18 +155,18 @@ def main() -> None:
             os.killpg(p.pid, signal.SIGKILL)
             out, err = p.communicate()
             rc = None
-        kind = classify(rc, out, err, exp)
+        kind = classify(rc, out, err, exp) if sent else "after_exit"
         counts[kind] += 1
-        if kind not in ("one_line", "finished"):
+        if kind not in ("one_line", "finished", "after_exit"):
             bad.append({"trial": i, "delay_s": round(delay, 3), "kind": kind, "rc": rc, "stderr": err[-4000:]})
         print(f"{i} {delay:.2f}s {kind} rc={rc}", flush=True)
-        if kind not in ("one_line", "finished"):
+        if kind not in ("one_line", "finished", "after_exit"):
             print("    " + err[-2000:].replace("\n", "\n    "), flush=True)
-    summary = {"learners": a.learners, "trials": sum(counts.values()), "calibration_run_s": round(span, 2),
-               "counts": counts, "load_average": os.getloadavg(), "cpus": os.cpu_count(),
-               "minutes": round((time.monotonic() - began) / 60, 1), "settings": SETTINGS, "bad": bad}
-    a.out.write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps({k: summary[k] for k in ("learners", "trials", "counts", "calibration_run_s")}))
+        tmp = a.out.with_name(a.out.name + ".tmp")
+        tmp.write_text(json.dumps(summary(), indent=1) + "\n")
+        os.replace(tmp, a.out)
+    s = summary()
+    print(json.dumps({k: s[k] for k in ("learners", "code", "interrupts", "counts", "calibration_runs_s")}))
 
 
 if __name__ == "__main__":

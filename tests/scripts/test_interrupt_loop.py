@@ -18,5 +18,7 @@ def test_two_interrupts_are_counted(tmp_path):
                         "--work", str(tmp_path), "--out", str(out)], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(out.read_text())
-    assert summary["trials"] == 2 and sum(summary["counts"].values()) == 2
-    assert summary["counts"]["one_line"] + summary["counts"]["finished"] == 2, summary["bad"]
+    c = summary["counts"]
+    assert sum(c.values()) == 2 and summary["interrupts"] == 2 - c["after_exit"]
+    assert c["one_line"] + c["finished"] + c["after_exit"] == 2, summary["bad"]
+    assert summary["code"] and len(summary["calibration_runs_s"]) == 3

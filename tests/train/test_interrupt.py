@@ -81,3 +81,39 @@ def test_stdout_holds_only_the_model_path(task, tmp_path, learners, strategy):
     assert "[0] INFO asrtrain.train: epoch 1: train_loss" in logged, logged
     if learners == 2:
         assert "[1] INFO asrtrain.features.dataset:" in logged, logged
+
+
+# A Ctrl-C while the console script is still importing click and the command's modules: a finder that
+# delivers SIGINT to the process in the middle of importing `asrtrain.cli` stands in for a terminal's
+# Ctrl-C at that moment (deterministic, no timing).
+_DURING_IMPORT = """
+import os, signal, sys
+import importlib.abc
+
+
+class Interrupting(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == {name!r}:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10**7):  # the handler runs between bytecodes of this loop
+                pass
+        return None
+
+
+sys.meta_path.insert(0, Interrupting())
+sys.argv = ["asrtrain", "--help"]
+from asrtrain.__main__ import run
+run()
+print("ran to the end")
+"""
+
+
+@pytest.mark.parametrize("module", ["asrtrain.cli", "click", "asrtrain.errors"])
+def test_ctrl_c_during_the_first_imports_gives_the_one_line(tmp_path, module):
+    code = _DURING_IMPORT.format(name=module)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and "ran to the end" not in r.stdout, r.stderr
+    assert r.stderr.splitlines() == [r.stderr.splitlines()[-1]]
+    assert r.stderr.startswith("asrtrain: error: interrupted (SIGINT / Ctrl-C)") and "--resume" in r.stderr
