@@ -43,16 +43,20 @@ NATIVE = ("Segmentation fault", "corrupted size", "Fatal Python error", "double 
           "Aborted (core dumped)", "malloc")
 
 
+CODE: Path | None = None  # --code: the checkout the runs import (default: the one this script imports)
+MODULE = False  # --module: `python -m asrtrain` instead of the console script
+
+
 def entry() -> list[str]:
     script = Path(sys.executable).with_name("asrtrain")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "asrtrain"]
+    return [str(script)] if script.exists() and not MODULE else [sys.executable, "-m", "asrtrain"]
 
 
 def code_version() -> str:
     """The commit of the code the runs import (``asrtrain``'s checkout), with ``+dirty`` for local changes."""
     import asrtrain
 
-    src = Path(asrtrain.__file__).resolve().parents[1]
+    src = CODE or Path(asrtrain.__file__).resolve().parents[1]
     try:
         rev = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, check=True).stdout.strip()
@@ -74,7 +78,9 @@ def command(task, exp: Path, learners: int):
 
 
 def start(cmd):
+    env = dict(os.environ, PYTHONPATH=str(CODE)) if CODE else None
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=env, cwd=CODE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
@@ -99,11 +105,17 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--learners", type=int, default=1)
     ap.add_argument("--minutes", type=float, default=0.0, help="stop after this long (0: run every trial)")
+    ap.add_argument("--interrupts", type=int, default=0, help="stop once this many signals were sent (0: no limit)")
     ap.add_argument("--hang-s", type=float, default=120.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=None, help="where the task and exp dirs go (default: a temp dir)")
     ap.add_argument("--out", type=Path, required=True, help="JSON summary")
+    ap.add_argument("--code", type=Path, default=None,
+                    help="run the asrtrain of this checkout (PYTHONPATH); the task is made with this script's")
+    ap.add_argument("--module", action="store_true", help="run `python -m asrtrain`, not the console script")
     a = ap.parse_args()
+    global CODE, MODULE
+    CODE, MODULE = (a.code.resolve() if a.code else None), a.module
     from asrtrain.features.toy import make_task
 
     work = a.work or Path(tempfile.mkdtemp(prefix="interrupt_loop."))
@@ -127,7 +139,7 @@ def main() -> None:
     version = code_version()
 
     def summary() -> dict:
-        return {"learners": a.learners, "code": version, "command": " ".join(entry()),
+        return {"learners": a.learners, "code": version, "seed": a.seed, "command": " ".join(entry()),
                 "interrupts": sum(counts.values()) - counts["after_exit"],
                 "calibration_runs_s": [round(x, 2) for x in spans], "counts": counts,
                 "load_average": os.getloadavg(), "cpus": os.cpu_count(),
@@ -135,6 +147,8 @@ def main() -> None:
 
     for i in range(a.trials):
         if a.minutes and time.monotonic() - began > a.minutes * 60:
+            break
+        if a.interrupts and sum(counts.values()) - counts["after_exit"] >= a.interrupts:
             break
         shutil.rmtree(exp, ignore_errors=True)
         delay = rng.uniform(0, 1.1 * span)
