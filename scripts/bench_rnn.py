@@ -32,7 +32,10 @@ def step_fn(model, optimizer, layer_fn, x, lengths, targets, target_lens):
     """One training step of ``model`` with each bidirectional layer run by ``layer_fn``."""
     from asrtrain.model.blstm import stack_frames
 
-    h, out_lens = stack_frames(x, lengths, model.cfg.stack, model.cfg.subsample)
+    if model.frontend is not None:  # the recipe's conv front-end (model.frontend: conv), as BLSTM.forward
+        h, out_lens = model.frontend(x, lengths)
+    else:
+        h, out_lens = stack_frames(x, lengths, model.cfg.stack, model.cfg.subsample)
     for layer in model.layers:
         h = model.dropout(layer_fn(layer, h, out_lens))
     log_probs = F.log_softmax(model.head(h), dim=-1)

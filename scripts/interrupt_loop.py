@@ -171,8 +171,12 @@ def main() -> None:
             rc = None
         kind = classify(rc, out, err, exp) if sent else "after_exit"
         counts[kind] += 1
+        core = Path(CODE or os.getcwd()) / "core"  # `ulimit -c unlimited` and core_pattern "core": kept for gdb
+        if core.exists():
+            os.replace(core, work / f"core.{i}")
         if kind not in ("one_line", "finished", "after_exit"):
-            bad.append({"trial": i, "delay_s": round(delay, 3), "kind": kind, "rc": rc, "stderr": err[-4000:]})
+            bad.append({"trial": i, "delay_s": round(delay, 3), "kind": kind, "rc": rc, "stderr": err[-4000:],
+                        "core": str(work / f"core.{i}") if (work / f"core.{i}").exists() else None})
         print(f"{i} {delay:.2f}s {kind} rc={rc}", flush=True)
         if kind not in ("one_line", "finished", "after_exit"):
             print("    " + err[-2000:].replace("\n", "\n    "), flush=True)
