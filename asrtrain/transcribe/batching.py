@@ -90,6 +90,62 @@ def transcribe_many(tr, inputs: Iterable[Tuple[str, object]], channel: Optional[
     yield from _flush(tr, window, batch_size, batch_frames)
 
 
+KEEP_FRAMES = 1_000_000  # a speaker's fbank frames held between the stats and the decode (~3 h, 320 MB at 80 dims)
+
+
+def transcribe_by_speaker(tr, inputs: Iterable[Tuple[str, object]], channel: Optional[int],
+                          utt2spk: Mapping[str, str], batch_size: int, batch_frames: int
+                          ) -> Iterator[Tuple[str, Union[object, AsrError]]]:
+    """:meth:`~asrtrain.transcribe.model.Transcriber.transcribe_many` with ``utt2spk``: speaker by speaker,
+    each file's fbank is computed once, its frames added to the speaker's CMVN stats and kept until the
+    speaker's files are normalised and decoded. A speaker with more than ``KEEP_FRAMES`` frames keeps only
+    the first ones; the rest are featurised again for the decode (memory stays bounded). Results in
+    input order, once all are done."""
+    from asrtrain.features import cmvn
+
+    check_batching(batch_size, batch_frames)
+    inputs = list(inputs)
+    by_spk: dict = {}
+    for i, (key, _) in enumerate(inputs):
+        by_spk.setdefault(utt2spk[key], []).append(i)
+    done: dict = {}
+    for spk, members in by_spk.items():
+        raw, stats, kept = {}, None, 0
+        for i in members:
+            key, audio = inputs[i]
+            rate = None if isinstance(audio, (str, Path)) else tr.rate
+            try:
+                got = tr.raw(audio, rate, channel)
+            except AsrError as err:
+                done[i] = err
+                continue
+            for f in got.feats:
+                stats = cmvn.accumulate(f, stats) if len(f) else stats
+            frames = sum(len(f) for f in got.feats)
+            raw[i] = got if kept + frames <= KEEP_FRAMES else None
+            kept += frames if raw[i] is not None else 0
+        window: List[Tuple[int, object]] = []
+        segments = frames = 0
+        for i, got in raw.items():
+            if got is None:
+                key, audio = inputs[i]
+                try:
+                    got = tr.raw(audio, None if isinstance(audio, (str, Path)) else tr.rate, channel)
+                except AsrError as err:  # changed or gone since the stats were taken
+                    done[i] = err
+                    continue
+            window.append((i, tr.normalised(got, stats)))
+            raw[i] = None  # the normalised copy is the one held
+            segments += len(window[-1][1].feats)
+            frames += sum(len(f) for f in window[-1][1].feats)
+            if segments >= WINDOW_BATCHES * batch_size or frames >= WINDOW_BATCHES * batch_frames:
+                done.update(_flush(tr, window, batch_size, batch_frames))
+                window, segments, frames = [], 0, 0
+        done.update(_flush(tr, window, batch_size, batch_frames))
+    for i, (key, _) in enumerate(inputs):
+        yield key, done[i]
+
+
 def _flush(tr, window, batch_size: int, batch_frames: int):
     """Decode a window's prepared files together; yield every entry, errors included, in input order."""
     ready = [got for _, got in window if not isinstance(got, AsrError)]

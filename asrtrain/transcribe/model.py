@@ -206,9 +206,9 @@ class Transcriber:
             log.info("%s: %s", name or "samples", done)
         return wave
 
-    def prepare(self, audio: Audio, sample_rate: Optional[int] = None, channel: Optional[int] = None,
-                speaker_stats: Optional[np.ndarray] = None) -> Prepared:
-        """Read, cut and featurise one file (:meth:`transcribe` without the model)."""
+    def raw(self, audio: Audio, sample_rate: Optional[int] = None, channel: Optional[int] = None
+            ) -> Prepared:
+        """Read and cut one file, its pieces' fbank frames before CMVN (:meth:`prepare` without CMVN)."""
         from asrtrain.transcribe.segment import cut_points
 
         name = str(audio) if isinstance(audio, (str, Path)) else None
@@ -217,7 +217,16 @@ class Transcriber:
         raw = self.segment_features(wave, pieces)
         if sum(len(f) for f in raw) == 0:
             raise AsrError(f"shorter than one frame ({len(wave)} samples)", name, fix="give longer audio")
-        return Prepared(name, pieces, self._cmvn(raw, speaker_stats))
+        return Prepared(name, pieces, raw)
+
+    def normalised(self, raw: Prepared, speaker_stats: Optional[np.ndarray] = None) -> Prepared:
+        """:meth:`raw`'s pieces after the model's CMVN (``speaker_stats`` for a speaker-CMVN model)."""
+        return Prepared(raw.name, raw.pieces, self._cmvn(raw.feats, speaker_stats))
+
+    def prepare(self, audio: Audio, sample_rate: Optional[int] = None, channel: Optional[int] = None,
+                speaker_stats: Optional[np.ndarray] = None) -> Prepared:
+        """Read, cut and featurise one file (:meth:`transcribe` without the model)."""
+        return self.normalised(self.raw(audio, sample_rate, channel), speaker_stats)
 
     def transcribe(self, audio: Audio, sample_rate: Optional[int] = None, channel: Optional[int] = None,
                    speaker_stats: Optional[np.ndarray] = None) -> Result:
@@ -231,13 +240,19 @@ class Transcriber:
 
     def transcribe_many(self, inputs: Iterable[Tuple[str, Audio]], channel: Optional[int] = None,
                         speaker_stats: Optional[Mapping[str, np.ndarray]] = None, batch_size: int = 16,
-                        batch_frames: Optional[int] = None) -> Iterator[Tuple[str, Union[Result, AsrError]]]:
+                        batch_frames: Optional[int] = None, utt2spk: Optional[Mapping[str, str]] = None
+                        ) -> Iterator[Tuple[str, Union[Result, AsrError]]]:
         """``(key, path or samples at the model's rate)`` pairs -> ``(key, Result)`` in input order, or
         ``(key, AsrError)`` for a file that could not be read. Segments of many files go through the model
         together, sorted by length, at most ``batch_size`` segments and ``batch_frames`` padded frames a
         batch (default the model's ``decode.batch_frames``); ``speaker_stats`` maps a key to its speaker's
-        stats."""
-        from asrtrain.transcribe.batching import transcribe_many
+        stats. ``utt2spk`` (key -> speaker; a speaker-CMVN model) normalises each file with the stats of
+        all its speaker's files, each file read and featurised once; results then come once every file
+        has been decoded."""
+        from asrtrain.transcribe.batching import transcribe_by_speaker, transcribe_many
 
+        if utt2spk is not None:
+            return transcribe_by_speaker(self, inputs, channel, utt2spk, batch_size,
+                                         batch_frames or self.batch_frames)
         return transcribe_many(self, inputs, channel, speaker_stats or {}, batch_size,
                                batch_frames or self.batch_frames)

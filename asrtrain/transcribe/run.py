@@ -29,12 +29,12 @@ def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Opt
     from asrtrain.transcribe.audio_in import expand_inputs
 
     pairs = expand_inputs(items)
-    spk_stats = _speaker_stats(transcriber, pairs, utt2spk, channel) if utt2spk is not None else {}
+    spk_of = _speakers(transcriber, pairs, utt2spk) if utt2spk is not None else None
     lines: List[str] = []
     failed: List[tuple] = []
     t0, audio_s = time.time(), 0.0
     shown = Progress(len(pairs), "transcribe", log) if len(pairs) > 20 else None
-    done = transcriber.transcribe_many(pairs, channel, spk_stats, batch_size, batch_frames)
+    done = transcriber.transcribe_many(pairs, channel, None, batch_size, batch_frames, utt2spk=spk_of)
     for (utt, spec), (_, res) in zip(pairs, done):  # in input order
         if shown is not None:
             shown.update(1)
@@ -78,10 +78,9 @@ def failure(failed: List[tuple], total: int) -> AsrError:
                     f"first, {spec}: {err.render()})", fix="fix or leave out the inputs named above")
 
 
-def _speaker_stats(transcriber, pairs, utt2spk: Path, channel: Optional[int]):
-    """utt -> its speaker's CMVN stats [2, D+1] over every readable file of that speaker."""
+def _speakers(transcriber, pairs, utt2spk: Path) -> dict:
+    """utt -> speaker from ``utt2spk``, which must name every input's speaker (a speaker-CMVN model)."""
     from asrtrain.data.table import read_table
-    from asrtrain.features import cmvn
 
     if transcriber.cfg.features.cmvn != "speaker":
         raise AsrError("--utt2spk is for a model trained with per-speaker CMVN", utt2spk,
@@ -91,11 +90,4 @@ def _speaker_stats(transcriber, pairs, utt2spk: Path, channel: Optional[int]):
     if missing:
         raise AsrError(f"{len(missing)} input(s) have no speaker (e.g. '{missing[0]}')", utt2spk,
                        fix="give every utterance id (file name without suffix, or wav.scp key) a line")
-    stats = {}
-    for utt, spec in pairs:
-        try:
-            feats = transcriber.raw_features(transcriber.audio(spec, channel=channel))
-        except AsrError:
-            continue  # named once when it is transcribed
-        stats[spk_of[utt]] = cmvn.accumulate(feats, stats.get(spk_of[utt]))
-    return {u: stats[spk_of[u]] for u, _ in pairs if spk_of[u] in stats}
+    return spk_of

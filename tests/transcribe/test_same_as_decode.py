@@ -41,3 +41,35 @@ def test_utt2spk_gives_decode_of_per_speaker_cmvn_features(exp, tmp_path, speech
     res = run("transcribe", exp, data / "wav.scp", "--utt2spk", data / "utt2spk")
     assert res.exit_code == 0, res.output
     assert [ln.rstrip() for ln in res.stdout.splitlines()] == [ln.rstrip() for ln in want if ln]
+
+
+def test_utt2spk_featurises_each_file_once_and_equals_two_passes(exp, tmp_path, speechy, monkeypatch):
+    """Speaker CMVN through ``utt2spk``: one fbank pass a file (before, the stats took a pass of their
+    own), the same hypotheses as stats taken first and handed in as ``speaker_stats``, and the same
+    again when a speaker's frames are over what is held (those files are featurised a second time)."""
+    from asrtrain.features import cmvn
+    from asrtrain.transcribe import batching
+    from asrtrain.transcribe.model import Transcriber
+
+    tr = Transcriber.load(exp)
+    utts = ["s1-a", "s1-b", "s2-a", "s1-c"]
+    pairs = []
+    for i, u in enumerate(utts):
+        sf.write(tmp_path / f"{u}.wav", speechy(0.8 + 0.4 * i, 16000, seed=i) * (1 + 2 * i), 16000)
+        pairs.append((u, str(tmp_path / f"{u}.wav")))
+    spk = {u: u[:2] for u in utts}
+    stats = {}
+    for u, path in pairs:
+        stats[spk[u]] = cmvn.accumulate(tr.raw_features(tr.audio(path)), stats.get(spk[u]))
+    want = [(u, r.text, [w.start for w in r.words]) for u, r in
+            tr.transcribe_many(pairs, speaker_stats={u: stats[spk[u]] for u in utts})]
+    calls = []
+    real = Transcriber.raw_features
+    monkeypatch.setattr(Transcriber, "raw_features", lambda self, w: calls.append(len(w)) or real(self, w))
+    got = [(u, r.text, [w.start for w in r.words]) for u, r in tr.transcribe_many(pairs, utt2spk=spk)]
+    assert got == want and [u for u, _, _ in got] == utts  # input order, not speaker order
+    assert len(calls) == len(utts)
+    calls.clear()
+    monkeypatch.setattr(batching, "KEEP_FRAMES", 150)  # about one file's frames held per speaker
+    assert [(u, r.text, [w.start for w in r.words]) for u, r in tr.transcribe_many(pairs, utt2spk=spk)] == want
+    assert len(utts) < len(calls) < 2 * len(utts)
