@@ -112,6 +112,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="JSON summary")
     ap.add_argument("--code", type=Path, default=None,
                     help="run the asrtrain of this checkout (PYTHONPATH); the task is made with this script's")
+    ap.add_argument("--startup-scan", default="", metavar="MS,MS,...",
+                    help="instead: --trials interrupts at each of these fixed delays (ms) after the start, to "
+                         "measure the start-up window left to Python (outcomes per delay)")
     ap.add_argument("--module", action="store_true", help="run `python -m asrtrain`, not the console script")
     a = ap.parse_args()
     global CODE, MODULE
@@ -123,6 +126,8 @@ def main() -> None:
     exp = work / "exp"
     import shutil
 
+    if a.startup_scan:
+        return startup_scan(a, task, exp)
     spans = []
     for _ in range(3):  # the first run is slower (cold caches): the median of three
         shutil.rmtree(exp, ignore_errors=True)
@@ -185,6 +190,37 @@ def main() -> None:
         os.replace(tmp, a.out)
     s = summary()
     print(json.dumps({k: s[k] for k in ("learners", "code", "interrupts", "counts", "calibration_runs_s")}))
+
+
+def startup_scan(a, task, exp: Path) -> None:
+    """SIGINT at fixed delays after the start: below some delay the interpreter has not yet run a line of
+    asrtrain (Python's default: killed by SIGINT, or its own traceback); above it, the one line."""
+    import shutil
+
+    delays = [float(x) / 1000 for x in a.startup_scan.split(",")]
+    table = {f"{d * 1000:g}": {} for d in delays}
+    for _ in range(a.trials):
+        for d in delays:
+            shutil.rmtree(exp, ignore_errors=True)
+            p = start(command(task, exp, a.learners))
+            time.sleep(d)
+            os.killpg(p.pid, signal.SIGINT)
+            try:
+                out, err = p.communicate(timeout=a.hang_s)
+                rc = p.returncode
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                out, err = p.communicate()
+                rc = None
+            kind = classify(rc, out, err, exp)
+            if kind == "other" and "KeyboardInterrupt" in err:
+                kind = "python_traceback"
+            row = table[f"{d * 1000:g}"]
+            row[kind] = row.get(kind, 0) + 1
+        print(json.dumps(table), flush=True)
+    result = {"learners": a.learners, "code": code_version(), "command": " ".join(entry()),
+              "repeats": a.trials, "load_average": os.getloadavg(), "outcomes_by_delay_ms": table}
+    a.out.write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":
