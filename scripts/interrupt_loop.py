@@ -84,6 +84,17 @@ def start(cmd):
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
+def finish(p, hang_s: float):
+    """``(exit status or None for a hang, stdout, stderr)`` of a run, killed after ``hang_s``."""
+    try:
+        out, err = p.communicate(timeout=hang_s)
+        return p.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        return None, out, err
+
+
 def classify(rc, out: str, err: str, exp: Path) -> str:
     if rc is None:
         return "hang"
@@ -167,13 +178,7 @@ def main() -> None:
             sent = True
         else:
             sent = False
-        try:
-            out, err = p.communicate(timeout=a.hang_s)
-            rc = p.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            out, err = p.communicate()
-            rc = None
+        rc, out, err = finish(p, a.hang_s)
         kind = classify(rc, out, err, exp) if sent else "after_exit"
         counts[kind] += 1
         core = Path(CODE or os.getcwd()) / "core"  # `ulimit -c unlimited` and core_pattern "core": kept for gdb
@@ -205,13 +210,7 @@ def startup_scan(a, task, exp: Path) -> None:
             p = start(command(task, exp, a.learners))
             time.sleep(d)
             os.killpg(p.pid, signal.SIGINT)
-            try:
-                out, err = p.communicate(timeout=a.hang_s)
-                rc = p.returncode
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                out, err = p.communicate()
-                rc = None
+            rc, out, err = finish(p, a.hang_s)
             kind = classify(rc, out, err, exp)
             if kind == "other" and "KeyboardInterrupt" in err:
                 kind = "python_traceback"
