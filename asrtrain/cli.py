@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from asrtrain import interrupts
 from asrtrain.errors import AsrError
 
 # name -> (module, attribute, one-line help shown by `asrtrain --help` without importing the module)
@@ -69,14 +70,22 @@ class LazyGroup(click.Group):
         except AsrError as err:
             if err.message.startswith("interrupted"):
                 leave(f"asrtrain: error: {err.render()}", 1)
+            if interrupts.received():  # the error came of the Ctrl-C (see asrtrain.interrupts.received)
+                interrupted()
             click.echo(f"asrtrain: error: {err.render()}", err=True)
             ctx.exit(1)
         except OSError as err:  # a full disk or a file we may not touch, wherever it happens: one line
+            if interrupts.received():
+                interrupted()
             one_line = os_error_line(err)
             if one_line is None:
                 raise
             click.echo(f"asrtrain: error: {one_line}", err=True)
             ctx.exit(1)
+        except Exception:
+            if interrupts.received():
+                interrupted()
+            raise
 
 
 def os_error_line(err: OSError):
@@ -153,32 +162,14 @@ def main() -> None:
     """The console entry point. Ctrl-C at any moment ends with one line and exit status 1: at start-up
     and in a command (:func:`interrupted`); once the command has returned (its result printed) a late
     Ctrl-C is ignored and the exit status is the command's."""
-    from asrtrain import early
-
-    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, early.on_sigint):  # SIG_IGN stays
-        signal.signal(signal.SIGINT, _sigint)
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, interrupts.on_sigint_early):
+        signal.signal(signal.SIGINT, interrupts.on_sigint)  # SIG_IGN (a background job) stays
     try:
         cli(prog_name="asrtrain")
     except KeyboardInterrupt:
         interrupted()
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _sigint(signum, frame) -> None:
-    """Python's KeyboardInterrupt, except inside the import machinery: raised in importlib's module-lock
-    callback it is swallowed ("Exception ignored in ... _get_module_lock") and can leave the import lock
-    held, so the run goes on and later hangs (CPython 3.11). There the signal is sent again a moment
-    later, once the import is done."""
-    f = frame
-    while f is not None:
-        if f.f_code.co_filename.startswith("<frozen importlib"):
-            import threading
-
-            threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT)).start()
-            return
-        f = f.f_back
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -117,3 +117,41 @@ def test_ctrl_c_during_the_first_imports_gives_the_one_line(tmp_path, module):
     assert "Traceback" not in r.stderr and "ran to the end" not in r.stdout, r.stderr
     assert r.stderr.splitlines() == [r.stderr.splitlines()[-1]]
     assert r.stderr.startswith("asrtrain: error: interrupted (SIGINT / Ctrl-C)") and "--resume" in r.stderr
+
+
+# A library that turns the KeyboardInterrupt raised inside it into an error of its own (matplotlib's C++
+# converters raise "ValueError: Invalid affine transformation matrix" over it: seen once in 1,000 interrupts
+# of a training, while it drew curves.png). The command's library function stands in for it here.
+_TRANSLATED = """
+import os, signal, sys
+import asrtrain.distributed.topology as topo
+
+
+def report(*args):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10**7):  # the handler runs between bytecodes of this loop
+            pass
+    except KeyboardInterrupt:
+        raise {error}("Invalid affine transformation matrix") from None
+    return "ran to the end"
+
+
+topo.report = report
+sys.argv = ["asrtrain", "topology", "--learners", "4"]
+from asrtrain.__main__ import run
+run()
+"""
+
+
+@pytest.mark.parametrize("error", ["ValueError", "OSError", "RuntimeError"])
+def test_an_error_a_library_makes_of_the_interrupt_is_the_interrupt(error):
+    code = _TRANSLATED.format(error=error)
+    if error == "OSError":  # one that names a file: the one-line OSError path
+        code = code.replace('("Invalid affine transformation matrix")', '(13, "Permission denied", "/x")')
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and "ran to the end" not in r.stdout, r.stderr
+    assert r.stderr.splitlines() == [r.stderr.splitlines()[-1]]
+    assert r.stderr.startswith("asrtrain: error: interrupted (SIGINT / Ctrl-C)"), r.stderr
