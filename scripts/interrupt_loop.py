@@ -12,9 +12,10 @@ start-up, training, the final average, after final.pt, and a few after the run e
 - finished:  exit status 0 and stdout the path of final.pt: the signal came after the command had returned
              (a late Ctrl-C is ignored), and the run's output is whole
 - after_exit: the process had already exited when the signal was due (not sent; not an interrupt)
-- sigint_at_startup: killed by SIGINT itself with nothing printed: the signal came while the interpreter was
-             starting, before it installed its own handler, or Python's own "Fatal Python error:
-             init_import_site" when it came during the import of `site` (no code of ours has run yet)
+- sigint_at_startup: the signal came before a line of asrtrain ran (:func:`before_our_code`): killed by
+             SIGINT with nothing printed, Python's own "Fatal Python error: init_..." or its
+             KeyboardInterrupt traceback in the console script's import line (`--startup-scan` measures
+             how long that window is)
 - crash:     killed by a signal (SIGSEGV, SIGABRT, ...) or a native-crash message on stderr
 - hang:      still running --hang-s seconds after the signal (then killed)
 - other:     anything else (another exit status, more or other lines, a traceback)
@@ -95,11 +96,27 @@ def finish(p, hang_s: float):
         return None, out, err
 
 
+def before_our_code(rc, err: str) -> bool:
+    """The signal came before a line of asrtrain ran: killed by SIGINT with nothing printed (before the
+    interpreter installed its handler), Python's own ``Fatal Python error: init_...`` (during its start-up:
+    init_sys_streams, init_import_site), or its KeyboardInterrupt traceback whose frames are only the console
+    script's import line and the frozen import machinery (while it looked for the package)."""
+    if "Fatal Python error: init_" in err:
+        return True
+    if rc != -signal.SIGINT:
+        return False
+    lines = err.strip().splitlines()
+    if not lines:
+        return True
+    frames = [ln.strip() for ln in lines if ln.strip().startswith('File "')]
+    ours = [f for f in frames if not (f.startswith('File "<frozen ') or '/bin/asrtrain"' in f or "runpy.py" in f)]
+    return lines[-1] == "KeyboardInterrupt" and lines[0].startswith("Traceback") and not ours
+
+
 def classify(rc, out: str, err: str, exp: Path) -> str:
     if rc is None:
         return "hang"
-    if (rc == -signal.SIGINT and not err) or "init_import_site" in err:
-        # before the interpreter installed its handler, or while it imports `site`: no code of ours ran yet
+    if before_our_code(rc, err):
         return "sigint_at_startup"
     if rc < 0 or any(m in err for m in NATIVE):
         return "crash"
@@ -204,6 +221,7 @@ def startup_scan(a, task, exp: Path) -> None:
 
     delays = [float(x) / 1000 for x in a.startup_scan.split(",")]
     table = {f"{d * 1000:g}": {} for d in delays}
+    odd = []
     for _ in range(a.trials):
         for d in delays:
             shutil.rmtree(exp, ignore_errors=True)
@@ -216,9 +234,12 @@ def startup_scan(a, task, exp: Path) -> None:
                 kind = "python_traceback"
             row = table[f"{d * 1000:g}"]
             row[kind] = row.get(kind, 0) + 1
+            if kind not in ("one_line", "sigint_at_startup"):
+                odd.append({"delay_ms": d * 1000, "kind": kind, "rc": rc, "stdout": out[-500:],
+                            "stderr": err[-3000:]})
         print(json.dumps(table), flush=True)
     result = {"learners": a.learners, "code": code_version(), "command": " ".join(entry()),
-              "repeats": a.trials, "load_average": os.getloadavg(), "outcomes_by_delay_ms": table}
+              "repeats": a.trials, "load_average": os.getloadavg(), "outcomes_by_delay_ms": table, "odd": odd}
     a.out.write_text(json.dumps(result, indent=1) + "\n")
 
 

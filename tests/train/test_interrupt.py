@@ -155,3 +155,14 @@ def test_an_error_a_library_makes_of_the_interrupt_is_the_interrupt(error):
     assert "Traceback" not in r.stderr and "ran to the end" not in r.stdout, r.stderr
     assert r.stderr.splitlines() == [r.stderr.splitlines()[-1]]
     assert r.stderr.startswith("asrtrain: error: interrupted (SIGINT / Ctrl-C)"), r.stderr
+
+
+def test_ctrl_c_while_the_entry_point_loads_its_handler_is_held_for_it():
+    """SIGINT is blocked while asrtrain.__main__ loads the handler's module, then delivered to it: a Ctrl-C
+    at that moment (here: sent while `asrtrain.interrupts` is being found) gives the one line, not Python's
+    KeyboardInterrupt traceback from the import line."""
+    code = _DURING_IMPORT.format(name="asrtrain.interrupts")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    assert r.stderr.startswith("asrtrain: error: interrupted (SIGINT / Ctrl-C)"), r.stderr
