@@ -67,25 +67,18 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:  # in start-up, or a command that has no line of its own for it
             interrupted()
-        except AsrError as err:
-            if err.message.startswith("interrupted"):
+        except Exception as err:
+            if isinstance(err, AsrError) and err.message.startswith("interrupted"):
                 leave(f"asrtrain: error: {err.render()}", 1)
             if interrupts.received():  # the error came of the Ctrl-C (see asrtrain.interrupts.received)
                 interrupted()
-            click.echo(f"asrtrain: error: {err.render()}", err=True)
-            ctx.exit(1)
-        except OSError as err:  # a full disk or a file we may not touch, wherever it happens: one line
-            if interrupts.received():
-                interrupted()
-            one_line = os_error_line(err)
+            # an AsrError, or an OSError naming a file or a full disk wherever it happens: one line
+            one_line = err.render() if isinstance(err, AsrError) else (
+                os_error_line(err) if isinstance(err, OSError) else None)
             if one_line is None:
                 raise
             click.echo(f"asrtrain: error: {one_line}", err=True)
             ctx.exit(1)
-        except Exception:
-            if interrupts.received():
-                interrupted()
-            raise
 
 
 def os_error_line(err: OSError):
@@ -131,13 +124,9 @@ def cli(verbose: bool, quiet: bool) -> None:
     console_log(level, "%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-INTERRUPTED = AsrError("interrupted (SIGINT / Ctrl-C)",
-                       fix="run it again; asrtrain train continues from the last checkpoint with --resume")
-
-
 def interrupted() -> None:
     """Ctrl-C anywhere outside a command's own handling: the one line, exit status 1."""
-    leave(f"asrtrain: error: {INTERRUPTED.render()}", 1)
+    leave(interrupts.LINE.rstrip("\n"), 1)
 
 
 def leave(line: str, code: int) -> None:
