@@ -292,11 +292,11 @@ class DPConfig:
     max_step_share: float = 2.0
 
     def validate(self) -> None:
-        if not self.enabled:
-            return
-        for name in ("clip", "noise_multiplier", "epsilon", "delta", "max_step_share"):
+        for name in ("clip", "noise_multiplier", "epsilon", "delta", "max_step_share"):  # with --dp or not
             _range(f"dp.{name}", getattr(self, name), fix=f"give a finite dp.{name} (see docs: a clip or noise "
                    "of inf would skip or drown every step)")
+        if not self.enabled:
+            return
         if self.clip <= 0:
             raise AsrError(f"dp.clip = {self.clip}: without per-example clipping DP gives no guarantee",
                            fix="set dp.clip to a positive norm bound, e.g. 1.0")
