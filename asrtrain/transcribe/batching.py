@@ -73,21 +73,15 @@ def transcribe_many(tr, inputs: Iterable[Tuple[str, object]], channel: Optional[
                     ) -> Iterator[Tuple[str, Union[object, AsrError]]]:
     """:meth:`asrtrain.transcribe.model.Transcriber.transcribe_many`."""
     check_batching(batch_size, batch_frames)
-    window: List[Tuple[str, object]] = []
-    segments = frames = 0
-    for key, audio in inputs:
-        try:
-            rate = None if isinstance(audio, (str, Path)) else tr.rate
-            got = tr.prepare(audio, rate, channel, speaker_stats.get(key))
-            segments += len(got.feats)
-            frames += sum(len(f) for f in got.feats)
-        except AsrError as err:
-            got = err
-        window.append((key, got))
-        if segments >= WINDOW_BATCHES * batch_size or frames >= WINDOW_BATCHES * batch_frames:
-            yield from _flush(tr, window, batch_size, batch_frames)
-            window, segments, frames = [], 0, 0
-    yield from _flush(tr, window, batch_size, batch_frames)
+
+    def prepared():
+        for key, audio in inputs:
+            try:
+                yield key, tr.prepare(audio, _rate(tr, audio), channel, speaker_stats.get(key))
+            except AsrError as err:
+                yield key, err
+
+    yield from _windows(tr, prepared(), batch_size, batch_frames)
 
 
 KEEP_FRAMES = 1_000_000  # a speaker's fbank frames held between the stats and the decode (~3 h, 320 MB at 80 dims)
@@ -109,13 +103,12 @@ def transcribe_by_speaker(tr, inputs: Iterable[Tuple[str, object]], channel: Opt
     for i, (key, _) in enumerate(inputs):
         by_spk.setdefault(utt2spk[key], []).append(i)
     done: dict = {}
-    for spk, members in by_spk.items():
+    for members in by_spk.values():
         raw, stats, kept = {}, None, 0
         for i in members:
-            key, audio = inputs[i]
-            rate = None if isinstance(audio, (str, Path)) else tr.rate
+            audio = inputs[i][1]
             try:
-                got = tr.raw(audio, rate, channel)
+                got = tr.raw(audio, _rate(tr, audio), channel)
             except AsrError as err:
                 done[i] = err
                 continue
@@ -124,26 +117,45 @@ def transcribe_by_speaker(tr, inputs: Iterable[Tuple[str, object]], channel: Opt
             frames = sum(len(f) for f in got.feats)
             raw[i] = got if kept + frames <= KEEP_FRAMES else None
             kept += frames if raw[i] is not None else 0
-        window: List[Tuple[int, object]] = []
-        segments = frames = 0
-        for i, got in raw.items():
-            if got is None:
-                key, audio = inputs[i]
-                try:
-                    got = tr.raw(audio, None if isinstance(audio, (str, Path)) else tr.rate, channel)
-                except AsrError as err:  # changed or gone since the stats were taken
-                    done[i] = err
-                    continue
-            window.append((i, tr.normalised(got, stats)))
-            raw[i] = None  # the normalised copy is the one held
-            segments += len(window[-1][1].feats)
-            frames += sum(len(f) for f in window[-1][1].feats)
-            if segments >= WINDOW_BATCHES * batch_size or frames >= WINDOW_BATCHES * batch_frames:
-                done.update(_flush(tr, window, batch_size, batch_frames))
-                window, segments, frames = [], 0, 0
-        done.update(_flush(tr, window, batch_size, batch_frames))
+        done.update(_windows(tr, _normalised(tr, inputs, raw, stats, channel), batch_size, batch_frames))
     for i, (key, _) in enumerate(inputs):
         yield key, done[i]
+
+
+def _normalised(tr, inputs, raw, stats, channel) -> Iterator[Tuple[int, object]]:
+    """A speaker's files as (input index, normalised prepared file or error); a file whose fbank was not
+    kept (``None`` in ``raw``) is featurised again. Each raw copy is dropped once its normalised one exists."""
+    for i, got in raw.items():
+        if got is None:
+            audio = inputs[i][1]
+            try:
+                got = tr.raw(audio, _rate(tr, audio), channel)
+            except AsrError as err:  # changed or gone since the stats were taken
+                yield i, err
+                continue
+        raw[i] = None  # the normalised copy is the one held
+        yield i, tr.normalised(got, stats)
+
+
+def _rate(tr, audio) -> Optional[int]:
+    """The sample rate to read ``audio`` at: a path's own (None), or the model's for samples in memory."""
+    return None if isinstance(audio, (str, Path)) else tr.rate
+
+
+def _windows(tr, entries: Iterable[Tuple[object, object]], batch_size: int, batch_frames: int) -> Iterator:
+    """(key, prepared file or error) entries gathered into windows of about ``WINDOW_BATCHES`` batches'
+    worth of segments or frames; each window is decoded together and yielded, errors included, in order."""
+    window: List[Tuple[object, object]] = []
+    segments = frames = 0
+    for key, got in entries:
+        window.append((key, got))
+        if not isinstance(got, AsrError):
+            segments += len(got.feats)
+            frames += sum(len(f) for f in got.feats)
+        if segments >= WINDOW_BATCHES * batch_size or frames >= WINDOW_BATCHES * batch_frames:
+            yield from _flush(tr, window, batch_size, batch_frames)
+            window, segments, frames = [], 0, 0
+    yield from _flush(tr, window, batch_size, batch_frames)
 
 
 def _flush(tr, window, batch_size: int, batch_frames: int):
