@@ -89,6 +89,33 @@ def test_auto_is_todays_choice_on_the_cpu():
         assert resolve_layout(layout, x) == layout
 
 
+def test_a_projected_stack_on_the_cpu_prints_no_torch_warning():
+    """oneDNN has no projected LSTM; torch's fallback for the padded layout warns (once a process, so
+    a fresh one is needed to see it), which tells a user nothing they can act on, so the stack quiets
+    that one message and only it: with every warning an error, the forward passes and an unrelated
+    warning still raises."""
+    import subprocess
+    import sys
+    code = (
+        "import torch, warnings\n"
+        "from asrtrain.config import ModelConfig\n"
+        "from asrtrain.model.blstm import build_model\n"
+        "m = build_model(ModelConfig(input_dim=5, num_targets=7, hidden=6, num_layers=2, proj=3, "
+        "dropout=0.0, rnn_layout='padded')).eval()\n"
+        "with torch.no_grad():\n"
+        "    m(torch.randn(2, 6, 5), torch.tensor([6, 4]))\n"
+        "try:\n"
+        "    warnings.warn('an unrelated warning', UserWarning)\n"
+        "except UserWarning:\n"
+        "    print('unrelated raised')\n"
+    )
+    out = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "unrelated raised"
+    assert out.stderr == ""
+
+
 def test_rnn_layout_is_validated_and_old_configs_load_with_auto():
     from asrtrain.config.file import section_from_dict
     with pytest.raises(AsrError, match="model.rnn_layout = 'packed' is not one of auto, packed_per_layer"):
