@@ -30,8 +30,8 @@ from asrtrain.errors import AsrError
 @click.option("--out-dir", type=click.Path(file_okay=False),
               help="Write NAME.pra, NAME.sys and wer_summary here (their paths are logged).")
 @click.option("--cer", is_flag=True,
-              help="Text mode: also print the %CER line (characters incl. spaces, counted by jiwer; "
-                   "written to cer_summary).")
+              help="Text mode: also print the %CER line (characters incl. spaces, aligned with "
+                   "sclite's costs as on ESPnet's char trn; written to cer_summary).")
 @click.option("--case-sensitive", is_flag=True,
               help="Compare words case-sensitively, as sclite -s (default: A-Z fold to a-z, as sclite).")
 def score(ref, hyp, stm, ctm, hyp_text, segments, r2fc, glm, hesitations, utt2spk, name, out_dir, cer,

@@ -18,6 +18,7 @@ from asrtrain.data.table import iter_lines, read_table
 from asrtrain.errors import AsrError
 from asrtrain.score.glm import RuleSet
 from asrtrain.score.stm import tokenize
+from asrtrain.score.wer import split_ascii
 
 # One timed token: (word, begin, dur)
 Timed = Tuple[str, float, float]
@@ -57,7 +58,7 @@ def read_ctm(path: Union[str, Path]) -> List[CtmItem]:
     for no, line in iter_lines(path):
         if line.lstrip().startswith(";;"):
             continue
-        f = line.split()
+        f = split_ascii(line)
         if len(f) < 5:
             raise AsrError(f"expected '<file> <chan> <begin> <dur> <word> [<conf>]', got {line!r}",
                            path, no, fix="CTM lines have at least five fields")
@@ -120,11 +121,11 @@ def text_to_ctm(text_path: Union[str, Path], segments_path: Union[str, Path],
         if reco not in r2fc:
             raise AsrError(f"recording '{reco}' has no entry in {r2fc_path}", segments_path,
                            fix="give the reco2file_and_channel of the decoded data dir")
-        rf = r2fc[reco].split()
+        rf = split_ascii(r2fc[reco])
         if len(rf) != 2:
             raise AsrError(f"expected '<reco> <file> <channel>', got '{reco} {r2fc[reco]}'", r2fc_path,
                            fix="reco2file_and_channel lines have three fields")
-        ws = words.split()
+        ws = split_ascii(words)
         dur = (end - begin) / len(ws) if ws else 0.0
         for i, w in enumerate(ws):
             items.append(CtmItem(rf[0], rf[1], begin + i * dur, dur, w))
@@ -140,7 +141,7 @@ def _segment(value: str, utt: str, path) -> Tuple[str, float, float]:
         if seg.end < 0:
             raise ValueError("end -1 (to the recording's end) gives no time to place the words at")
     except ValueError as err:
-        line = next((no for no, text in iter_lines(path) if text.split()[0] == utt), None)
+        line = next((no for no, text in iter_lines(path) if split_ascii(text)[0] == utt), None)
         raise AsrError(f"malformed segment of '{utt}': {err}", path, line,
                        fix="give the segments file of the decoded data dir") from None
     return seg.rec, seg.start, seg.end

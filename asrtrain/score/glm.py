@@ -24,6 +24,7 @@ from typing import Dict, List, Optional, Tuple, Union
 
 from asrtrain.data.table import iter_lines
 from asrtrain.errors import AsrError
+from asrtrain.score.wer import split_ascii
 
 DEFAULT_GLM = Path(__file__).resolve().parent.parent / "resources" / "hub5.glm"
 
@@ -41,7 +42,7 @@ class Rule:
 
 
 def _context(text: str) -> str:
-    text = " ".join(text.split())
+    text = " ".join(split_ascii(text))
     text = re.sub(r"\[\s*\]", " ", text)
     return re.sub(" +", " ", text)
 
@@ -93,7 +94,7 @@ def parse_glm(path: Union[str, Path]) -> Glm:
             cut = rhs.rfind("/", 0, rhs.index("__"))
             rhs, ctx = rhs[:cut], rhs[cut + 1:]
             left, right = ctx.split("__", 1)
-        src, dst = " ".join(src.split()), " ".join(rhs.split())
+        src, dst = " ".join(split_ascii(src)), " ".join(split_ascii(rhs))
         if not src:
             raise AsrError(f"rule with an empty FROM side: {raw!r}", path, no, fix="give the text to replace")
         rules.append((cond, Rule(src, dst, _context(left), _context(right), no)))
@@ -134,7 +135,7 @@ class RuleSet:
         """csrfilt's transcript pipeline (see module docstring); returns the filtered transcript."""
         if not self.case_sensitive:
             text = text.translate(_UPPER)
-        s = " " + " ".join(text.replace("(", "( ").replace(")", " )").split()) + " "
+        s = " " + " ".join(split_ascii(text.replace("(", "( ").replace(")", " )"))) + " "
         s = self.rewrite(s)
         if delete_hyphens:
             s = re.sub(r"([^( ])-(?=[^) ])", r"\1 ", s)

@@ -31,7 +31,7 @@ from asrtrain.data.table import read_table
 from asrtrain.limits import check_alignable
 from asrtrain.errors import AsrError
 from asrtrain.atomic import atomic_open, atomic_write_text
-from asrtrain.score.wer import Counts, Pair, align_words, ascii_upper, fold_case
+from asrtrain.score.wer import Counts, Pair, align_words, ascii_upper, fold_case, split_ascii
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +109,8 @@ def sys_table(groups: Dict[str, Counts], total: Counts, title: str) -> str:
     rule = "|" + "-" * (len(head) - 2) + "|"
 
     def row(name: str, c: Counts) -> str:
-        p = c.percentages()
         return (f"| {name:<14} | {c.snt:>5} {c.wrd:>6} | {c.cor:>6} {c.sub:>5} {c.dele:>5} {c.ins:>5} "
-                f"{c.err:>5} {c.serr:>6} | " + " ".join(f"{x:>5.1f}" for x in p) + " |")
+                f"{c.err:>5} {c.serr:>6} | " + " ".join(f"{x:>5}" for x in c.percent_texts()) + " |")
 
     lines = [title, rule, head, rule]
     lines += [row(spk, c) for spk, c in groups.items()]
@@ -120,7 +119,7 @@ def sys_table(groups: Dict[str, Counts], total: Counts, title: str) -> str:
 
 
 def _read_text(path: Union[str, Path]) -> Dict[str, List[str]]:
-    return {k: v.split() for k, v in read_table(path, min_fields=1).items()}
+    return {k: split_ascii(v) for k, v in read_table(path, min_fields=1).items()}
 
 
 def read_text_pair(ref_path: Union[str, Path], hyp_path: Union[str, Path]

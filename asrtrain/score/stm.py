@@ -17,6 +17,7 @@ from typing import List, Optional, Sequence, Union
 
 from asrtrain.data.table import iter_lines
 from asrtrain.errors import AsrError
+from asrtrain.score.wer import split_ascii
 
 IGNORE_TAGS = ("IGNORE_TIME_SEGMENT_IN_SCORING", "IGNORETIMESEGMENTINSCORING")
 
@@ -53,7 +54,7 @@ def tokenize(text: str, where: str = "", line: Optional[int] = None) -> List:
     def target() -> List:
         return stack[-1][-1] if stack else items
 
-    for tok in spaced.split():
+    for tok in split_ascii(spaced):
         if tok == "{":
             stack.append([[]])
         elif tok == "}":

@@ -1,4 +1,5 @@
-"""`asrtrain score --cer` (jiwer), and jiwer as an independent check of our text-mode word counts."""
+"""`asrtrain score --cer` (sclite's costs over characters, as ESPnet's char trn), and jiwer as an independent
+check of our counts where unit and sclite costs must agree."""
 
 import random
 
@@ -9,6 +10,7 @@ from asrtrain.score.cer import char_counts, score_cer
 from asrtrain.score.report import score_text
 from asrtrain.score.wer import count_words
 from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.sctk_tools import sclite_alignments
 
 
 def write(path, lines):
@@ -89,3 +91,48 @@ def test_sclite_costs_can_count_more_errors_than_jiwer():
 
 def test_char_counts_empty():
     assert char_counts([], []).snt == 0
+
+
+def test_cer_uses_sclite_costs_not_unit_costs():
+    """jiwer finds 5 substitutions in abcde -> xyzab; sclite (4 a substitution, 3 an insertion or a
+    deletion) keeps the shared "ab": 3 deletions + 3 insertions, 6 errors of 5 characters."""
+    c = char_counts(["abcde"], ["xyzab"])
+    assert (c.cor, c.sub, c.dele, c.ins) == (2, 0, 3, 3)
+    assert c.line("x", "%CER").startswith("%CER 120.0 | 1 5 |")
+    assert jiwer.cer("abcde", "xyzab") == 1.0  # what the old count gave
+
+
+def test_cer_counts_the_insertions_of_an_empty_reference(tmp_path):
+    ref = write(tmp_path / "ref", ["a-1", "a-2 hello there"])
+    hyp = write(tmp_path / "hyp", ["a-1 x y", "a-2 hello there"])
+    c = score_cer(ref, hyp)
+    assert (c.snt, c.wrd, c.ins, c.serr) == (2, 11, 3, 1)  # "x y": three characters inserted
+    assert c.line("t", "%CER") == "%CER 27.3 | 2 11 | 100.0 0.0 0.0 27.3 27.3 50.0 | t"
+
+
+def test_cer_parity_with_sclite_on_espnet_character_trn(tmp_path, sctk):
+    """Per utterance, our character counts equal sclite's on the same text written as ESPnet writes its
+    char trn (one token per character, a space as <space>)."""
+    rng = random.Random(3)
+    alphabet = "abcdefgh"
+    refs, hyps = {}, {}
+    for i in range(60):
+        words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 5))) for _ in range(rng.randint(0, 4))]
+        hyp = [w if rng.random() < 0.6 else "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 5)))
+               for w in words if rng.random() < 0.9] + (["ab"] if rng.random() < 0.2 else [])
+        refs[f"s-{i:03d}"], hyps[f"s-{i:03d}"] = words, hyp
+    write(tmp_path / "ref", [f"{u} {' '.join(w)}".strip() for u, w in refs.items()])
+    write(tmp_path / "hyp", [f"{u} {' '.join(w)}".strip() for u, w in hyps.items()])
+    trn = lambda words, u: " ".join("<space>" if ch == " " else ch for ch in " ".join(words)) + f" ({u})"
+    write(tmp_path / "ref.trn", [trn(w, u) for u, w in refs.items()])
+    write(tmp_path / "hyp.trn", [trn(w, u) for u, w in hyps.items()])
+    rows = sclite_alignments(sctk, ["-r", str(tmp_path / "ref.trn"), "trn", "-h", str(tmp_path / "hyp.trn"),
+                                    "trn", "-i", "rm"])
+    theirs = {uid.lower(): tuple(r) for uid, *r in rows}
+    ours = {}
+    for u in refs:
+        c = char_counts([" ".join(refs[u])], [" ".join(hyps[u])])
+        ours[u.lower()] = (c.cor, c.sub, c.dele, c.ins)
+    assert ours == theirs
+    total = score_cer(tmp_path / "ref", tmp_path / "hyp")
+    assert total.err == sum(s + d + i for _, s, d, i in theirs.values()) > 0

@@ -9,7 +9,7 @@ from asrtrain.cli import cli
 from asrtrain.score.report import align_text, score_text, speaker_of
 from asrtrain.score.wer import Counts
 
-from tests.helpers.sctk_tools import sclite_alignments, sclite_pra
+from tests.helpers.sctk_tools import run_sctk, sclite_alignments, sclite_pra
 
 
 def write(path, lines):
@@ -78,6 +78,63 @@ def test_counts_line_and_addition():
     assert c.wrd == 42989
     assert c.line("eval2000") == "%WER 13.5 | 4459 42989 | 88.2 8.0 3.8 1.7 13.5 48.2 | eval2000"
     assert (c + c).wrd == 2 * 42989
+
+
+def test_percentages_round_halves_up_as_sclite_prints_them():
+    from asrtrain.score.wer import percent_text
+    assert percent_text(1, 16) == "6.3"  # 6.25: Python's "%.1f" gives 6.2 (half to even)
+    assert percent_text(15, 16) == "93.8" and percent_text(389, 400) == "97.3"
+    assert percent_text(1, 2000) == "0.1" and percent_text(1, 3) == "33.3" and percent_text(2, 3) == "66.7"
+    assert percent_text(3, 0) == "0.0"
+    c = Counts(snt=1, cor=15, sub=1, serr=1)
+    assert c.line("x") == "%WER 6.3 | 1 16 | 93.8 6.3 0.0 0.0 6.3 100.0 | x"
+
+
+def test_no_reference_words_prints_zeros_as_sclite_does(tmp_path):
+    """sclite prints 0.0 for every word percentage of a reference without words (the insertions stay in
+    the counts); the old line printed Ins 200.0 beside Err 100.0."""
+    ref, hyp = write(tmp_path / "ref", ["a-1"]), write(tmp_path / "hyp", ["a-1 x y"])
+    c = score_text(ref, hyp)
+    assert (c.wrd, c.ins) == (0, 2)
+    assert c.line("t") == "%WER 0.0 | 1 0 | 0.0 0.0 0.0 0.0 0.0 100.0 | t"
+
+
+def test_words_split_on_ascii_whitespace_only(tmp_path):
+    """sclite and Kaldi split on ASCII whitespace: an ideographic (U+3000) or no-break (U+00A0) space
+    inside a token keeps it one word."""
+    ref = write(tmp_path / "ref", ["a-1 hello world", "a-2 one two"])
+    hyp = write(tmp_path / "hyp", ["a-1 hello\u3000world", "a-2 one\u00a0two"])
+    c = score_text(ref, hyp)
+    assert (c.cor, c.sub, c.dele) == (0, 2, 2)
+    tabs = write(tmp_path / "tabs", ["a-1 hello\tworld ", "a-2  one \t two"])
+    assert score_text(ref, tabs).err == 0
+
+
+def test_summary_percentages_equal_sclite_sum_rows(tmp_path, sctk):
+    """Every speaker row of sclite's sum table, against ours from the same counts: 1-40 words with every
+    error count, so exact halves (1 in 16, 3 in 8...) are among them."""
+    from asrtrain.score.report import per_speaker, sys_table
+    import re
+    ref, hyp, cases = [], [], {}
+    for b in range(1, 41):
+        for a in range(b + 1):
+            spk = f"s{b:02d}x{a:02d}"
+            ref.append(" ".join(f"w{j}" for j in range(b)) + f" ({spk}_u1)")
+            hyp.append(" ".join("zz" if j < a else f"w{j}" for j in range(b)) + f" ({spk}_u1)")
+            cases[spk] = (a, b)
+    write(tmp_path / "ref.trn", ref)
+    write(tmp_path / "hyp.trn", hyp)
+    out = run_sctk(sctk, [f"{sctk}/sclite", "-r", str(tmp_path / "ref.trn"), "trn", "-h", str(tmp_path / "hyp.trn"),
+                          "trn", "-i", "rm", "-o", "sum", "stdout"])
+    theirs = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*\|\s*(s\d+x\d+)\s*\|\s*\d+\s+\d+\s*\|([\d. ]+)\|", line)
+        if m:
+            theirs[m.group(1)] = m.group(2).split()
+    assert len(theirs) == len(cases)
+    ours = {spk: list(Counts(snt=1, cor=b - a, sub=a, serr=int(a > 0)).percent_texts()) for spk, (a, b) in cases.items()}
+    assert ours == theirs
+    assert any(v[1] == "6.3" for v in theirs.values())  # the exact half that "%.1f" rounds down
 
 
 def _random_corpus(rng, n_utt=40):
