@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from asrtrain.data.table import read_table
+from asrtrain.data.table import iter_lines, read_table
 from asrtrain.limits import check_alignable
 from asrtrain.errors import AsrError
 from asrtrain.atomic import atomic_open, atomic_write_text
@@ -119,7 +119,16 @@ def sys_table(groups: Dict[str, Counts], total: Counts, title: str) -> str:
 
 
 def _read_text(path: Union[str, Path]) -> Dict[str, List[str]]:
-    return {k: split_ascii(v) for k, v in read_table(path, min_fields=1).items()}
+    """{utterance id: words} of a REF or HYP ``text`` file; an id given twice is an error."""
+    out: Dict[str, List[str]] = {}
+    for no, line in iter_lines(path):
+        key, *words = split_ascii(line)
+        if key in out:
+            raise AsrError(f"duplicate id '{key}'", path, no,
+                           fix="keep one line per utterance (a decode writes each once; for a data dir's "
+                               "text, asrtrain data fix DIR keeps the first)")
+        out[key] = words
+    return out
 
 
 def read_text_pair(ref_path: Union[str, Path], hyp_path: Union[str, Path]

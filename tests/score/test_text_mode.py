@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from asrtrain.cli import cli
+from asrtrain.errors import AsrError
 from asrtrain.score.report import align_text, score_text, speaker_of
 from asrtrain.score.wer import Counts
 
@@ -108,6 +109,15 @@ def test_words_split_on_ascii_whitespace_only(tmp_path):
     assert (c.cor, c.sub, c.dele) == (0, 2, 2)
     tabs = write(tmp_path / "tabs", ["a-1 hello\tworld ", "a-2  one \t two"])
     assert score_text(ref, tabs).err == 0
+
+
+def test_a_duplicate_hypothesis_id_names_its_line_and_a_fix_for_a_hypothesis(tmp_path):
+    ref = write(tmp_path / "ref", ["a-1 hello world", "a-2 the cat"])
+    hyp = write(tmp_path / "hyp", ["a-1 hello world", "a-1 hello", "a-2 the cat"])
+    with pytest.raises(AsrError) as err:
+        score_text(ref, hyp)
+    msg = str(err.value)
+    assert "hyp:2" in msg and "duplicate id 'a-1'" in msg and "one line per utterance" in msg
 
 
 def test_summary_percentages_equal_sclite_sum_rows(tmp_path, sctk):
