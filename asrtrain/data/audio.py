@@ -50,6 +50,20 @@ class Where:
     def error(self, message: str, fix: Optional[str] = None) -> AsrError:
         return AsrError(message, self.path, self.line if self.path else None, fix)
 
+    def drop_fix(self, what: str) -> str:
+        """How to drop ``what`` (the recording, the segment): ``asrtrain data fix`` on the data dir of the
+        line named, which drops what validate refuses (audio headers, not the samples); else leave it out."""
+        if not self.path:
+            return "leave it out"
+        return f"asrtrain data fix {shlex.quote(os.path.dirname(self.path) or '.')} drops {what}"
+
+    def undecodable_fix(self, first: str = "check the file (e.g. with sox FILE -n stat)") -> str:
+        """The advice for audio whose header reads but whose samples do not decode: validate and fix read
+        headers only, so the wav.scp line goes by hand, then fix drops its utterances."""
+        if not self.path:
+            return first
+        return f"{first}, or delete its line from wav.scp: then {self.drop_fix('its utterances')}"
+
 
 def is_pipe(spec: str) -> bool:
     return spec.rstrip().endswith("|")
@@ -127,8 +141,10 @@ def _run_pipe(spec: str, where: Where) -> bytes:
     return proc.stdout
 
 
-def _check_file(path: str, where: Where, channel: Optional[int]):
-    """Return soundfile.info of a plain audio file, refusing missing, shorten and truncated files."""
+def file_info(path: str, where: Where, channel: Optional[int] = None):
+    """Return soundfile.info of a plain audio file, refusing missing, shorten-compressed, corrupt,
+    truncated and empty files. Headers only: the samples are never decoded (validate calls it for every
+    wav.scp file; ``channel`` only shapes the sph2pipe advice)."""
     import soundfile as sf
     if os.path.exists(path) and not os.path.isfile(path):
         raise where.error(f"audio file {path} is not a regular file (a device, FIFO or directory: reading "
@@ -136,26 +152,26 @@ def _check_file(path: str, where: Where, channel: Optional[int]):
                           fix="name a regular audio file in wav.scp, or a 'command |' pipe")
     if not os.path.isfile(path):
         raise where.error(f"audio file not found: {path}",
-                          fix="correct the path in wav.scp, or drop the recording with asrtrain data fix")
+                          fix=f"correct the path in wav.scp, or {where.drop_fix('the recording')}")
     try:
         header = sphere_header(path)
     except OSError as err:
         raise where.error(f"cannot read audio file {path}: {err.strerror}") from None
     if header is not None and "shorten" in header.get("sample_coding", ""):
         raise where.error(f"{path} is shorten-compressed SPHERE, which soundfile cannot decode",
-                          fix=_sph2pipe_fix(path, channel))
+                          fix=f"{_sph2pipe_fix(path, channel)}, or {where.drop_fix('the recording')}")
     try:
         info = sf.info(path)
     except Exception as err:  # libsndfile raises its own error types with terse text
         raise where.error(f"cannot read audio file {path}: corrupt or unsupported format ({_sf_msg(err)})",
-                          fix="check the file (e.g. with soxi or ffprobe) or drop it with asrtrain data fix"
-                          ) from None
+                          fix=f"check the file (e.g. with soxi or ffprobe), or "
+                              f"{where.drop_fix('the recording')}") from None
     declared = _declared_frames(info, header)
     if declared is not None and info.frames < declared:
         raise where.error(f"audio file {path} is truncated: {info.frames} of {declared} samples present",
-                          fix="re-copy or re-extract the file, or drop it with asrtrain data fix")
+                          fix=f"re-copy or re-extract the file, or {where.drop_fix('the recording')}")
     if info.frames == 0:
-        raise where.error(f"audio file {path} holds no samples", fix="drop it with asrtrain data fix")
+        raise where.error(f"audio file {path} holds no samples", fix=where.drop_fix("the recording"))
     return info
 
 
@@ -231,17 +247,17 @@ def read_recording(spec: str, channel: Union[None, int, str] = None, start: Opti
                               fix="check that the command writes the whole recording (run it by hand)")
         lo, hi = segment_bounds(data.shape[0], rate, start, end, segment_where or where)
         return np.ascontiguousarray(_pick_channel(data[lo:hi], ch, spec, where)), rate
-    info = _check_file(spec, where, ch)
+    info = file_info(spec, where, ch)
     rate = info.samplerate
     lo, hi = segment_bounds(info.frames, rate, start, end, segment_where or where)
     try:
         data, rate = sf.read(spec, start=lo, stop=hi, dtype="float32", always_2d=True)
     except Exception as err:
         raise where.error(f"cannot decode audio file {spec}: corrupt ({_sf_msg(err)})",
-                          fix="check the file or drop it with asrtrain data fix") from None
+                          fix=where.undecodable_fix()) from None
     if data.shape[0] < hi - lo:
         raise where.error(f"audio file {spec} is truncated: decoding stopped at sample {lo + data.shape[0]} "
-                          f"of {info.frames}", fix="re-copy or re-extract the file")
+                          f"of {info.frames}", fix=where.undecodable_fix("re-copy or re-extract the file"))
     return np.ascontiguousarray(_pick_channel(data, ch, spec, where)), rate
 
 
@@ -257,11 +273,11 @@ def segment_bounds(n: int, rate: int, start: Optional[float], end: Optional[floa
             if hi - n > MAX_OVERSHOOT_S * rate:
                 raise where.error(f"segment ends at {end:.3f} s, past the recording's end at "
                                   f"{n / rate:.3f} s",
-                                  fix="correct the segment, or drop it with asrtrain data fix")
+                                  fix=f"correct the segment, or {where.drop_fix('it')}")
             hi = n
     if lo >= hi:
         raise where.error(f"segment [{start}, {end}] s is empty or starts past the recording's end "
-                          f"({n / rate:.3f} s)", fix="correct the segment, or drop it with asrtrain data fix")
+                          f"({n / rate:.3f} s)", fix=f"correct the segment, or {where.drop_fix('it')}")
     return lo, hi
 
 

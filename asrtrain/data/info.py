@@ -38,7 +38,7 @@ def _rate_and_seconds(spec: str, where: Where) -> Tuple[int, Optional[float]]:
         info = sf.info(spec)
     except Exception as err:  # noqa: BLE001
         raise where.error(f"cannot read the audio header of {spec} ({err})",
-                          fix="check the file, or drop it with asrtrain data fix") from None
+                          fix=f"check the file, or {where.drop_fix('the recording')}") from None
     return int(info.samplerate), info.frames / info.samplerate
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from asrtrain.data.audio import MAX_OVERSHOOT_S, audio_duration, is_pipe
+from asrtrain.data.audio import MAX_OVERSHOOT_S, Where, channel_index, file_info, is_pipe
 from asrtrain.data.datadir import (ALL_FILES, FIX, UTT_FILES, DataDir, PathLike, Problem, build_datadir,
                                    load_tables, read_datadir, write_datadir)
 from asrtrain.data.table import read_table_lines, spk2utt_from_utt2spk
@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 def find_problems(path: PathLike, audio: bool = True, text: bool = False) -> List[Problem]:
     """Everything validate_data_dir.sh checks, as a list of problems (empty = valid).
 
-    With ``audio``, plain audio files must exist and segments must end within the recording
-    (durations from soundfile headers; pipes are not run). With ``text``, the dir must have a ``text``
+    With ``audio``, plain audio files must exist and their headers must read as the features' reader
+    reads them (not corrupt, shorten-compressed, truncated or empty: :func:`asrtrain.data.audio.file_info`,
+    headers only, never the samples), and segments must end within the recording; pipes are not run. With ``text``, the dir must have a ``text``
     file, as validate_data_dir.sh requires unless ``--no-text``; the tools that only select or
     transform a dir (subset, split, perturb, features) do not ask for it.
     """
@@ -183,6 +184,8 @@ def _utts_of(rec: str, tables: Dict[str, dict]) -> Tuple[str, ...]:
 
 
 def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]:
+    """Audio files that are missing or whose header the features' reader refuses (each a problem of the
+    recording's utterances, so fix drops them), and segments outside their recording."""
     problems: List[Problem] = []
     segments = tables.get("segments") or {}
     by_rec: Dict[str, List[str]] = {}
@@ -198,10 +201,16 @@ def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]
                                     f"correct the path, or {FIX} drops the recording",
                                     _utts_of(rec, tables)))
             continue
-        duration = audio_duration(spec) if rec in by_rec else None
-        if duration is not None and rec in speeds:  # segments of a speed-perturbed copy: perturbed time
+        try:
+            info = file_info(spec.strip(), Where(str(path / "wav.scp"), wline), _channel(rec, tables))
+        except AsrError as err:
+            problems.append(Problem(str(path / "wav.scp"), wline, err.message, err.fix or "",
+                                    _utts_of(rec, tables)))
+            continue
+        duration = info.frames / info.samplerate
+        if rec in speeds:  # segments of a speed-perturbed copy: perturbed time
             duration /= speeds[rec]
-        for utt in by_rec.get(rec, []) if duration is not None else []:
+        for utt in by_rec.get(rec, []):
             seg = segments[utt]
             if seg.start >= duration or seg.end > duration + MAX_OVERSHOOT_S:
                 problems.append(Problem(str(path / "segments"), lines["segments"].get(utt),
@@ -210,6 +219,15 @@ def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]
                                         f"'{rec}' ({duration:.3f} s long)",
                                         f"correct the times, or {FIX} drops it", (utt,)))
     return problems
+
+
+def _channel(rec: str, tables: Dict[str, dict]) -> Optional[int]:
+    """The 0-based channel reco2file_and_channel gives ``rec`` (None: none, or one the reader refuses)."""
+    entry = (tables.get("reco2file_and_channel") or {}).get(rec)
+    try:
+        return None if entry is None else channel_index(entry[1])
+    except AsrError:
+        return None
 
 
 def _speeds(path: Path, problems: List[Problem]) -> Dict[str, float]:
@@ -295,8 +313,8 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
     """Repair a data dir as fix_data_dir.sh does, in place.
 
     Sorts every file, keeps the first of duplicate ids, drops utterances that are not in every file (or
-    have an empty transcript, a malformed record, a missing audio file or a segment outside the
-    recording), keeps only recordings and speakers still used, and regenerates spk2utt. The original
+    have an empty transcript, a malformed record, a missing audio file or one whose header cannot be read,
+    or a segment outside the recording), keeps only recordings and speakers still used, and regenerates spk2utt. The original
     files go to ``DIR/.backup/`` (a later fix to ``.backup.1``, ``.backup.2``, ...: :func:`backup_dir`);
     ``DIR/fix_report.txt`` lists every dropped id and why. A dir fix would leave as it is gets no backup
     and no report (``report_path`` None). A fix that would drop every utterance raises AsrError and

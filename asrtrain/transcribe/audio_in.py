@@ -9,7 +9,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from asrtrain.data.audio import Where, _check_file, _run_pipe, _sf_msg, is_pipe
+from asrtrain.data.audio import Where, file_info, _run_pipe, _sf_msg, is_pipe
 from asrtrain.errors import AsrError
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".sph", ".mp3", ".opus", ".aiff", ".aif", ".au"}
@@ -23,7 +23,7 @@ def read_any(spec: str, where: Where = Where()) -> Tuple[np.ndarray, int]:
         if is_pipe(spec):
             data, rate = sf.read(io.BytesIO(_run_pipe(spec, where)), dtype="float32", always_2d=True)
         else:
-            _check_file(spec, where, None)
+            file_info(spec, where, None)
             data, rate = sf.read(spec, dtype="float32", always_2d=True)
     except AsrError:
         raise

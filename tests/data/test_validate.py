@@ -1,0 +1,79 @@
+"""validate and fix on what the audit found them to pass: unreadable audio headers."""
+
+import pytest
+
+from asrtrain.data.datadir import read_datadir
+from asrtrain.data.validate import find_problems
+from tests.helpers.cli_helpers import one_error, run
+from tests.helpers.sphere_fixture import make_data_dir
+
+
+@pytest.fixture
+def data(tmp_path):
+    return make_data_dir(tmp_path, n_utts=4, speakers=2)
+
+
+def _first_audio(data):
+    rec, path = (data / "wav.scp").read_text().splitlines()[0].split()
+    return rec, path
+
+
+def test_validate_names_a_file_that_is_not_audio(data):
+    rec, path = _first_audio(data)
+    with open(path, "w") as fh:
+        fh.write("not audio\n")
+    err = one_error(run("data", "validate", data))
+    assert f"{data}/wav.scp:1: cannot read audio file {path}: corrupt or unsupported format" in err
+    assert f"asrtrain data fix {data} drops the recording" in err
+    # --no-audio reads no header
+    assert run("data", "validate", "--no-audio", data).exit_code == 0
+
+
+def test_validate_leaves_pipes_unread(data, tmp_path):
+    rec, path = _first_audio(data)
+    lines = (data / "wav.scp").read_text().splitlines(keepends=True)
+    lines[0] = f"{rec} cat {tmp_path}/no-such-file.wav |\n"
+    (data / "wav.scp").write_text("".join(lines))
+    assert find_problems(data) == []
+
+
+def test_fix_drops_a_recording_whose_header_cannot_be_read(data):
+    rec, path = _first_audio(data)
+    with open(path, "wb") as fh:
+        fh.write(b"RIFF\x00\x00")
+    r = run("data", "fix", data)
+    assert r.exit_code == 0, r.output
+    assert "4 utterances in, 3 out" in r.stdout
+    report = (data / "fix_report.txt").read_text()
+    assert f"{rec} wav.scp:1: cannot read audio file {path}" in report
+    d = read_datadir(data)
+    assert rec not in d.wav_scp and rec not in d.utt2spk and rec not in d.text
+    assert rec not in (data / "spk2utt").read_text()
+    assert find_problems(data) == []
+    # and info, which said to drop it with data fix, now reads the dir
+    assert run("data", "info", data).exit_code == 0
+
+
+def test_fix_drops_the_segments_of_an_unreadable_recording(data):
+    wav = (data / "wav.scp").read_text().splitlines()
+    recs = [ln.split()[0] for ln in wav]
+    # two segments of each recording: utterance <rec>-a and <rec>-b
+    utts = sorted((f"{r}-{x}", r) for r in recs for x in "ab")
+    (data / "segments").write_text("".join(f"{u} {r} {0.0 if u.endswith('a') else 0.2} "
+                                           f"{0.2 if u.endswith('a') else 0.4}\n" for u, r in utts))
+    (data / "utt2spk").write_text("".join(f"{u} {r.split('-')[0]}\n" for u, r in utts))
+    (data / "text").write_text("".join(f"{u} one\n" for u, _ in utts))
+    (data / "spk2utt").unlink()
+    assert run("data", "fix", data).exit_code == 0
+    assert find_problems(data) == []
+    with open(wav[0].split()[1], "w") as fh:
+        fh.write("not audio\n")
+    err = one_error(run("data", "validate", data))
+    assert f"{data}/wav.scp:1: cannot read audio file" in err
+    r = run("data", "fix", data)
+    assert r.exit_code == 0, r.output
+    assert "8 utterances in, 6 out" in r.stdout
+    d = read_datadir(data)
+    assert recs[0] not in d.wav_scp and sorted(d.segments) == [u for u, r in utts if r != recs[0]]
+    report = (data / "fix_report.txt").read_text()
+    assert f"{recs[0]}-a wav.scp:1: cannot read audio file" in report
