@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from asrtrain.config import FeatureConfig
 from asrtrain.data.audio import MAX_OVERSHOOT_S, Where, channel_index, file_info, is_pipe
 from asrtrain.data.datadir import (ALL_FILES, FIX, UTT_FILES, DataDir, PathLike, Problem, build_datadir,
                                    load_tables, read_datadir, write_datadir)
@@ -23,17 +24,23 @@ from asrtrain.errors import AsrError
 from asrtrain.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
+#: The frame (ms) every utterance must fill: features.frame_length's default, which the recipes use. The
+#: features' own check uses the config's frame, so a longer one can still stop them on a shorter utterance.
+FRAME_MS = FeatureConfig.frame_length
 # ---------------------------------------------------------------------------------------------------------
 # Validation
 
-def find_problems(path: PathLike, audio: bool = True, text: bool = False) -> List[Problem]:
+def find_problems(path: PathLike, audio: bool = True, text: bool = False,
+                  frames: bool = True) -> List[Problem]:
     """Everything validate_data_dir.sh checks, as a list of problems (empty = valid).
 
     With ``audio``, plain audio files must exist and their headers must read as the features' reader
     reads them (not corrupt, shorten-compressed, truncated or empty: :func:`asrtrain.data.audio.file_info`,
-    headers only, never the samples), and segments must end within the recording; pipes are not run. With ``text``, the dir must have a ``text``
-    file, as validate_data_dir.sh requires unless ``--no-text``; the tools that only select or
-    transform a dir (subset, split, perturb, features) do not ask for it.
+    headers only, never the samples), and segments must end within the recording; pipes are not run.
+    With ``audio`` and ``frames``, every utterance (a file's frame count from its header, or a segment's
+    span) must fill one :data:`FRAME_MS` feature frame, or the features would have none of it. With
+    ``text``, the dir must have a ``text`` file, as validate_data_dir.sh requires unless ``--no-text``;
+    the tools that only select or transform a dir (subset, split, perturb, features) do not ask for it.
     """
     path = Path(path)
     tables, lines, problems = load_tables(path)
@@ -69,7 +76,7 @@ def find_problems(path: PathLike, audio: bool = True, text: bool = False) -> Lis
     problems += _crlf_problems(path, tables)
     problems += _speaker_order_problems(path, tables, lines)
     if audio and "wav.scp" in tables:
-        problems += _audio_problems(path, tables, lines)
+        problems += _audio_problems(path, tables, lines, frames)
     return problems
 
 
@@ -183,9 +190,10 @@ def _utts_of(rec: str, tables: Dict[str, dict]) -> Tuple[str, ...]:
     return tuple(u for u, s in segments.items() if s.rec == rec)
 
 
-def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]:
+def _audio_problems(path: Path, tables: Dict[str, dict], lines, frames: bool = True) -> List[Problem]:
     """Audio files that are missing or whose header the features' reader refuses (each a problem of the
-    recording's utterances, so fix drops them), and segments outside their recording."""
+    recording's utterances, so fix drops them), segments outside their recording and (``frames``)
+    utterances shorter than one feature frame."""
     problems: List[Problem] = []
     segments = tables.get("segments") or {}
     by_rec: Dict[str, List[str]] = {}
@@ -207,18 +215,40 @@ def _audio_problems(path: Path, tables: Dict[str, dict], lines) -> List[Problem]
             problems.append(Problem(str(path / "wav.scp"), wline, err.message, err.fix or "",
                                     _utts_of(rec, tables)))
             continue
-        duration = info.frames / info.samplerate
-        if rec in speeds:  # segments of a speed-perturbed copy: perturbed time
-            duration /= speeds[rec]
+        rate = info.samplerate
+        n = info.frames if rec not in speeds else _perturbed_length(info.frames, rate, speeds[rec])
+        duration = n / rate  # segments of a speed-perturbed copy are in perturbed time
+        spans = []  # (utt, samples, where) of each utterance of the recording
         for utt in by_rec.get(rec, []):
             seg = segments[utt]
+            sline = lines["segments"].get(utt)
             if seg.start >= duration or seg.end > duration + MAX_OVERSHOOT_S:
-                problems.append(Problem(str(path / "segments"), lines["segments"].get(utt),
+                problems.append(Problem(str(path / "segments"), sline,
                                         f"segment {seg.start!r}-{seg.end!r} s of '{utt}' is outside "
                                         f"recording "
                                         f"'{rec}' ({duration:.3f} s long)",
                                         f"correct the times, or {FIX} drops it", (utt,)))
+                continue
+            hi = n if seg.end < 0 else min(int(round(seg.end * rate)), n)  # as audio.segment_bounds
+            spans.append((utt, hi - int(round(seg.start * rate)), ("segments", sline)))
+        if "segments" not in tables:
+            spans.append((rec, n, ("wav.scp", wline)))
+        frame = int(rate * FRAME_MS / 1000)  # as features.fbank counts it
+        for utt, samples, (name, line) in spans if frames else []:
+            if samples < frame:
+                problems.append(Problem(str(path / name), line,
+                                        f"utterance '{utt}' is {max(samples, 0)} samples "
+                                        f"({1000 * max(samples, 0) / rate:.1f} ms), shorter than one "
+                                        f"{FRAME_MS:g} ms feature frame ({frame} samples at {rate} Hz; "
+                                        "features.frame_length's default): it would have no features",
+                                        f"{FIX} drops it", (utt,)))
     return problems
+
+
+def _perturbed_length(n: int, rate: int, factor: float) -> int:
+    """Samples of an ``n``-sample recording after :func:`asrtrain.data.audio.speed_perturb` (torchaudio's
+    resample from ``round(rate * factor)`` Hz to ``rate``: ``ceil(n * rate / source)``)."""
+    return n if factor == 1.0 else math.ceil(n * rate / int(round(rate * factor)))
 
 
 def _channel(rec: str, tables: Dict[str, dict]) -> Optional[int]:
@@ -257,16 +287,17 @@ def first_error(problems: Sequence[Problem]) -> AsrError:
     return err
 
 
-def validate(path: PathLike, audio: bool = True, text: bool = False) -> DataDir:
+def validate(path: PathLike, audio: bool = True, text: bool = False, frames: bool = True) -> DataDir:
     """Check a data dir as validate_data_dir.sh does; raise AsrError on the first problem.
 
     Returns the DataDir. Every further problem is logged as a warning first. ``text``: require the
     ``text`` file (``asrtrain data validate`` does unless ``--no-text``, as validate_data_dir.sh).
+    ``frames``: with ``audio``, refuse utterances shorter than one feature frame (:func:`find_problems`).
     """
     path = Path(path)
     if not path.is_dir():
         raise AsrError("data dir not found", path, fix="check the path")
-    problems = find_problems(path, audio=audio, text=text)
+    problems = find_problems(path, audio=audio, text=text, frames=frames)
     if problems:
         raise first_error(problems)
     data = read_datadir(path)
@@ -314,11 +345,11 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
 
     Sorts every file, keeps the first of duplicate ids, drops utterances that are not in every file (or
     have an empty transcript, a malformed record, a missing audio file or one whose header cannot be read,
-    or a segment outside the recording), keeps only recordings and speakers still used, and regenerates spk2utt. The original
-    files go to ``DIR/.backup/`` (a later fix to ``.backup.1``, ``.backup.2``, ...: :func:`backup_dir`);
-    ``DIR/fix_report.txt`` lists every dropped id and why. A dir fix would leave as it is gets no backup
-    and no report (``report_path`` None). A fix that would drop every utterance raises AsrError and
-    leaves the dir as it was.
+    a segment outside the recording, or fewer samples than one feature frame), keeps only recordings and
+    speakers still used, and regenerates spk2utt. The original files go to ``DIR/.backup/`` (a later fix
+    to ``.backup.1``, ``.backup.2``, ...: :func:`backup_dir`); ``DIR/fix_report.txt`` lists every dropped
+    id and why. A dir fix would leave as it is gets no backup and no report (``report_path`` None). A fix
+    that would drop every utterance raises AsrError and leaves the dir as it was.
     Non-UTF-8 files cannot be repaired here and raise AsrError.
     """
     path = Path(path)

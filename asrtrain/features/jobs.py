@@ -124,10 +124,14 @@ def _utterance_features(u: Utt, wave: np.ndarray, rate: int, conf: FeatureConfig
     feats = fbank(wave, conf.sample_rate, conf, seed=u.utt)
     if feats.shape[0] == 0:
         frame = int(conf.sample_rate * conf.frame_length / 1000)
-        fix = "drop it (asrtrain features --skip-bad)"
+        skip, default = "skip it with asrtrain features --skip-bad", FeatureConfig.frame_length
+        if conf.frame_length <= default:  # data validate refuses, and data fix drops, what is under it
+            fix = f"{where.drop_fix('it')} (with every utterance under one {default:g} ms frame), or {skip}"
+        else:
+            fix = f"{skip} (asrtrain data fix drops only what is under the default {default:g} ms frame)"
         if conf.frame_length > LONG_FRAME_MS:  # the setting, not the audio, is the likely fault
             fix = (f"features.frame_length = {conf.frame_length:g} ms is far above the usual 25 ms: lower it "
-                   f"(--set frame_length=25), or {fix}")
+                   f"(--set frame_length=25), or {skip}")
         raise where.error(f"utterance '{u.utt}' is shorter than one frame "
                           f"({len(wave)} samples < {frame} samples of features.frame_length)", fix=fix)
     if not np.isfinite(feats).all():

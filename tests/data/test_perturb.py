@@ -106,3 +106,20 @@ def test_sox_form_and_bad_input(tmp_path):
     perturb_speed(src, once, "0.9,1.0")
     assert "would occur twice" in one_error(run("data", "perturb-speed", once, tmp_path / "y", "--factors", "0.9,1.0"))
     assert "reco2speed" in one_error(run("data", "perturb-speed", once, tmp_path / "z", "--sox"))
+
+
+def test_a_copy_sped_up_below_one_frame_is_left_to_features_whose_fix_keeps_the_perturbation(tmp_path):
+    import soundfile as sf
+    src = make_data_dir(tmp_path / "src", n_utts=2)
+    utt, path = (src / "wav.scp").read_text().splitlines()[0].split()
+    x, rate = sf.read(path, dtype="int16")
+    sf.write(path, x[:416], rate, subtype="PCM_16")  # 26 ms: one frame, but 23.6 ms sped up 1.1 times
+    assert validate(src, audio=True)
+    out = tmp_path / "sp"
+    assert run("data", "perturb-speed", src, out, "--factors", "1.0,1.1").exit_code == 0
+    err = one_error(run("data", "validate", out))
+    assert f"utterance 'sp1.1-{utt}' is 379 samples (23.7 ms), shorter than one 25 ms" in err
+    err = one_error(run("features", out, tmp_path / "f"))
+    assert f"utterance 'sp1.1-{utt}' is shorter than one frame" in err and f"asrtrain data fix {out}" in err
+    assert run("data", "fix", out).exit_code == 0
+    assert run("features", out, tmp_path / "f", "--set", "num_mel_bins=23").exit_code == 0

@@ -1,6 +1,8 @@
-"""validate and fix on what the audit found them to pass: unreadable audio headers."""
+"""validate and fix on what the audit found them to pass: audio headers that cannot be read, utterances
+shorter than one feature frame."""
 
 import pytest
+import soundfile as sf
 
 from asrtrain.data.datadir import read_datadir
 from asrtrain.data.validate import find_problems
@@ -77,3 +79,50 @@ def test_fix_drops_the_segments_of_an_unreadable_recording(data):
     assert recs[0] not in d.wav_scp and sorted(d.segments) == [u for u, r in utts if r != recs[0]]
     report = (data / "fix_report.txt").read_text()
     assert f"{recs[0]}-a wav.scp:1: cannot read audio file" in report
+
+
+# -- utterances shorter than one feature frame (25 ms, features.frame_length's default) ------------------
+def _shorten(path, samples):
+    x, rate = sf.read(path, dtype="int16")
+    sf.write(path, x[:samples], rate, subtype="PCM_16")
+
+
+def test_validate_names_an_utterance_shorter_than_one_frame(data):
+    rec, path = _first_audio(data)
+    whole, rate = sf.read(path, dtype="int16")
+    _shorten(path, 320)  # 20 ms at 16 kHz: fewer samples than one 25 ms frame (400)
+    err = one_error(run("data", "validate", data))
+    assert (f"{data}/wav.scp:1: utterance '{rec}' is 320 samples (20.0 ms), shorter than one 25 ms feature "
+            "frame (400 samples at 16000 Hz") in err
+    assert "(fix: asrtrain data fix DIR drops it" in err
+    sf.write(path, whole[:400], rate, subtype="PCM_16")  # exactly one frame is enough
+    assert find_problems(data) == []
+
+
+def test_validate_names_a_segment_shorter_than_one_frame(data):
+    rec, _ = _first_audio(data)
+    others = (data / "wav.scp").read_text().splitlines()[1:]
+    utts = sorted([(f"{rec}-a", f"{rec} 0.0 0.3"), (f"{rec}-b", f"{rec} 0.3 0.32")]
+                  + [(f"{ln.split()[0]}-a", f"{ln.split()[0]} 0.0 0.3") for ln in others])
+    (data / "segments").write_text("".join(f"{u} {s}\n" for u, s in utts))
+    (data / "utt2spk").write_text("".join(f"{u} {u.split('-')[0]}\n" for u, _ in utts))
+    (data / "text").write_text("".join(f"{u} one\n" for u, _ in utts))
+    (data / "spk2utt").unlink()
+    r = run("data", "fix", data)
+    assert r.exit_code == 0, r.output
+    assert "5 utterances in, 4 out" in r.stdout
+    report = (data / "fix_report.txt").read_text()
+    assert f"{rec}-b segments:2: utterance '{rec}-b' is 320 samples (20.0 ms), shorter than one" in report
+    assert f"{rec}-b" not in read_datadir(data).segments and find_problems(data) == []
+
+
+def test_fix_drops_an_utterance_shorter_than_one_frame_from_every_file(data):
+    rec, path = _first_audio(data)
+    _shorten(path, 100)
+    r = run("data", "fix", data)
+    assert r.exit_code == 0, r.output
+    assert "4 utterances in, 3 out" in r.stdout
+    assert f"{rec} wav.scp:1: utterance '{rec}' is 100 samples" in (data / "fix_report.txt").read_text()
+    d = read_datadir(data)
+    assert rec not in d.wav_scp and rec not in d.utt2spk and rec not in d.text
+    assert find_problems(data) == []

@@ -156,3 +156,14 @@ def test_symlinked_out_dir_is_replaced_where_it_points(data, tmp_path):
     assert r.exit_code == 0, r.output
     assert link.is_symlink() and FeatureReader(link).dim == 40 == FeatureReader(real).dim
     assert all(str(real) in ln for ln in (link / "feats.scp").read_text().splitlines())
+
+
+def test_an_utterance_shorter_than_one_frame_names_a_fix_the_recipe_can_follow(data, tmp_path):
+    utt, path = (data / "wav.scp").read_text().splitlines()[0].split()
+    x, rate = sf.read(path, dtype="int16")
+    sf.write(path, x[:320], rate, subtype="PCM_16")  # 20 ms: under one 25 ms frame
+    err = one_error(run("features", data, tmp_path / "f"))
+    assert f"{data}/wav.scp:1: utterance '{utt}' is shorter than one frame (320 samples < 400" in err
+    assert f"asrtrain data fix {data} drops it" in err and "--skip-bad" in err
+    assert run("data", "fix", data).exit_code == 0  # which it does, and features then run
+    assert run("features", data, tmp_path / "f", "--set", "num_mel_bins=23").exit_code == 0

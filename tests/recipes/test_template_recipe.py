@@ -90,6 +90,31 @@ def test_a_broken_dir_stops_before_any_work_with_one_line(tmp_path):
     assert not (tmp_path / "w" / "dump").exists()
 
 
+def test_an_utterance_shorter_than_one_frame_stops_stage_0_with_a_fix_that_works(tmp_path):
+    data = tmp_path / "own"
+    data.mkdir()
+    rng = np.random.default_rng(0)
+    ids = [f"spk{s}-utt{i}" for s in (1, 2) for i in (1, 2)]
+    for u in ids:  # spk1-utt1 is 20 ms, under one 25 ms frame
+        n = 320 if u == "spk1-utt1" else 16000
+        sf.write(tmp_path / f"{u}.wav", (0.1 * rng.standard_normal(n)).astype(np.float32), 16000)
+    (data / "wav.scp").write_text("".join(f"{u} {tmp_path / u}.wav\n" for u in ids))
+    (data / "text").write_text("".join(f"{u} HELLO\n" for u in ids))
+    (data / "utt2spk").write_text("".join(f"{u} {u.split('-')[0]}\n" for u in ids))
+    (data / "spk2utt").write_text("".join(f"spk{s} spk{s}-utt1 spk{s}-utt2\n" for s in (1, 2)))
+    args = ("--train", data, "--dev", data, "--work", tmp_path / "w", "--factors", "1.0", "--stop-stage", "2")
+    r = run(*args)
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("asrtrain: error:")]
+    assert r.returncode == 1 and len(errors) == 1, r.stderr[-3000:]
+    assert f"{data}/wav.scp:1: utterance 'spk1-utt1' is 320 samples" in errors[0]
+    assert "(fix: asrtrain data fix DIR drops it)" in errors[0] and not (tmp_path / "w" / "dump").exists()
+    fixed = subprocess.run([sys.executable, "-m", "asrtrain", "data", "fix", str(data)], capture_output=True,
+                           text=True)
+    assert fixed.returncode == 0 and "4 utterances in, 3 out" in fixed.stdout, fixed.stderr
+    r = run(*args)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
 def test_missing_dirs_are_named():
     r = run("--train", "/nonexistent")
     assert r.returncode == 1 and "give --dev DIR" in r.stderr
