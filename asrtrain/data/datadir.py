@@ -132,7 +132,7 @@ def _rows(path: Path, problems: List[Problem]) -> Optional[List[Tuple[int, str, 
     if not path.exists():
         return None
     try:
-        return read_table_lines(path)
+        return read_table_lines(path, strip_bom=True)  # a byte-order mark is named by validate
     except AsrError as err:  # not UTF-8: the whole file is unusable
         problems.append(Problem(str(path), err.line, err.message, err.fix or ""))
         return None
@@ -187,7 +187,7 @@ def load_tables(path: Path) -> Tuple[Dict[str, dict], Dict[str, Dict[str, int]],
         rows = _rows(path / name, problems)
         if rows is None:
             continue
-        raw = dict(iter_lines(path / name)) if name == "text" else {}
+        raw = dict(iter_lines(path / name, strip_bom=True)) if name == "text" else {}
         table, where, seen, prev = {}, {}, {}, None
         unsorted_reported = False
         for no, key, rest in rows:
@@ -245,7 +245,7 @@ def _read_extra(path: Path) -> Dict[str, Dict[str, str]]:
     for f in sorted(path.iterdir()):
         if f.is_file() and extra_kind(f.name):
             try:
-                rows = read_table_lines(f)
+                rows = read_table_lines(f, strip_bom=True)
             except AsrError as err:
                 log.warning("%s (left out)", err.render())
                 continue

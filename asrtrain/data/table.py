@@ -14,10 +14,16 @@ from asrtrain.atomic import atomic_open
 from asrtrain.limits import check_line_length, check_regular_file
 
 
-def iter_lines(path: Union[str, Path]) -> Iterator[Tuple[int, str]]:
+#: The UTF-8 byte-order mark some editors write at the start of a file. Kaldi's tools would read it as part
+#: of the first key; ``strip_bom`` readers drop it, and ``asrtrain data validate`` names it.
+BOM = b"\xef\xbb\xbf"
+
+
+def iter_lines(path: Union[str, Path], strip_bom: bool = False) -> Iterator[Tuple[int, str]]:
     """Yield ``(line_no, line)`` of a UTF-8 text file, stripped of the newline; blank lines skipped.
 
-    Raises AsrError naming the line on invalid UTF-8.
+    ``strip_bom``: drop a byte-order mark at the start of the file (the data-dir readers do; validate
+    names it). Raises AsrError naming the line on invalid UTF-8.
     """
     path = Path(path)
     check_regular_file(path, "table")
@@ -25,6 +31,8 @@ def iter_lines(path: Union[str, Path]) -> Iterator[Tuple[int, str]]:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise AsrError("file not found", path) from None
+    if strip_bom and raw.startswith(BOM):
+        raw = raw[len(BOM):]
     for no, line in enumerate(raw.split(b"\n"), 1):
         check_line_length(line, path, no)
         try:
@@ -54,10 +62,11 @@ def read_table(path: Union[str, Path], min_fields: int = 2, allow_dups: bool = F
     return out
 
 
-def read_table_lines(path: Union[str, Path]) -> List[Tuple[int, str, str]]:
-    """Read ``(line_no, key, rest)`` keeping duplicates and order (for validation)."""
+def read_table_lines(path: Union[str, Path], strip_bom: bool = False) -> List[Tuple[int, str, str]]:
+    """Read ``(line_no, key, rest)`` keeping duplicates and order (for validation); ``strip_bom`` as
+    :func:`iter_lines`."""
     rows = []
-    for no, line in iter_lines(path):
+    for no, line in iter_lines(path, strip_bom):
         parts = line.split(maxsplit=1)
         rows.append((no, parts[0], parts[1].strip() if len(parts) > 1 else ""))
     return rows

@@ -18,8 +18,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from asrtrain.config import FeatureConfig
 from asrtrain.data.audio import MAX_OVERSHOOT_S, Where, channel_index, file_info, is_pipe
 from asrtrain.data.datadir import (ALL_FILES, FIX, UTT_FILES, DataDir, PathLike, Problem, build_datadir,
-                                   load_tables, read_datadir, write_datadir)
-from asrtrain.data.table import read_table_lines, spk2utt_from_utt2spk
+                                   extra_kind, load_tables, read_datadir, write_datadir)
+from asrtrain.data.table import BOM, read_table_lines, spk2utt_from_utt2spk
 from asrtrain.errors import AsrError
 from asrtrain.atomic import atomic_write_text
 
@@ -44,6 +44,7 @@ def find_problems(path: PathLike, audio: bool = True, text: bool = False,
     """
     path = Path(path)
     tables, lines, problems = load_tables(path)
+    problems = _bom_problems(path, tables) + problems
     if text and not (path / "text").exists():
         problems.append(Problem(str(path / "text"), None, "missing text (the transcripts; "
                                 "validate_data_dir.sh requires it unless --no-text)",
@@ -123,7 +124,7 @@ def _value_problems(path: Path) -> List[Problem]:
         if not (path / name).is_file():
             continue
         try:
-            rows = read_table_lines(path / name)
+            rows = read_table_lines(path / name, strip_bom=True)
         except AsrError as err:
             problems.append(Problem(str(path / name), err.line, err.message, err.fix or ""))
             continue
@@ -180,6 +181,29 @@ def _crlf_problems(path: Path, tables: Dict[str, dict]) -> List[Problem]:
             problems.append(Problem(str(path / name), raw.count(b"\n", 0, at) + 1,
                                     "CRLF line ending (Kaldi's tools would read the CR as part of the line's "
                                     "last field)", f"{FIX} rewrites the files with LF, or run dos2unix on it"))
+    return problems
+
+
+#: The start of the message :func:`_bom_problems` gives (fix repairs it and lists it in its report).
+BOM_MESSAGE = "starts with a UTF-8 byte-order mark"
+
+
+def _bom_problems(path: Path, tables: Dict[str, dict]) -> List[Problem]:
+    """A byte-order mark at the start of any data-dir file. Our readers drop it (so it is named here, not as
+    an unsorted or unknown first id), but Kaldi's tools read it as part of the first id."""
+    names = sorted(set(tables) | {f.name for f in path.iterdir() if f.is_file() and extra_kind(f.name)})
+    problems: List[Problem] = []
+    for name in names:
+        try:
+            with open(path / name, "rb") as fh:
+                head = fh.read(len(BOM))
+        except OSError:
+            continue
+        if head == BOM:
+            problems.append(Problem(str(path / name), 1,
+                                    f"{BOM_MESSAGE} (invisible; Kaldi's tools would read it as part of the "
+                                    "first id)",
+                                    f"{FIX} strips it, or sed -i '1s/^\\xEF\\xBB\\xBF//' on the file"))
     return problems
 
 
@@ -265,7 +289,7 @@ def _speeds(path: Path, problems: List[Problem]) -> Dict[str, float]:
     out: Dict[str, float] = {}
     if not (path / "reco2speed").is_file():
         return out
-    for no, rec, value in read_table_lines(path / "reco2speed"):
+    for no, rec, value in read_table_lines(path / "reco2speed", strip_bom=True):
         try:
             out[rec] = float(value)
         except ValueError:
@@ -357,7 +381,7 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
         raise AsrError("data dir not found", path, fix="check the path")
     problems = find_problems(path, audio=audio)
     for p in problems:
-        if "UTF-8" in p.message:
+        if p.message.startswith("not valid UTF-8"):
             raise p.error()
     tables, lines, _ = load_tables(path)
     if "utt2spk" not in tables:
@@ -382,13 +406,14 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
         dropped += [(r, "wav.scp: recording has no utterances left")
                     for r in sorted(set(data.wav_scp) - set(fixed.wav_scp))]
     duplicates = [p for p in problems if p.message.startswith("duplicate id")]
+    boms = [p for p in problems if p.message.startswith(BOM_MESSAGE)]  # stripped: no utterance dropped
     if not keep:
         first = dropped[0] if dropped else ("", "utt2spk is empty")
         raise AsrError(f"fix would drop all {len(all_utts)} utterances (e.g. '{first[0]}': {first[1]}); "
                        "the data dir is left as it was", path,
                        fix="repair the files (asrtrain data validate DIR names the problems), then fix again")
     names = ALL_FILES + tuple(data.extra)
-    if not dropped and not duplicates and _writes_nothing_new(fixed, path, names):
+    if not dropped and not duplicates and not boms and _writes_nothing_new(fixed, path, names):
         log.info("fix %s: nothing to fix (%d utterances, every file already as fix writes it)", path,
                  len(keep))
         return FixReport(len(keep), len(keep), [])
@@ -400,10 +425,10 @@ def fix(path: PathLike, audio: bool = True) -> FixReport:
     write_datadir(fixed, path)
     report = path / "fix_report.txt"
     atomic_write_text(report, "".join(f"{u} {why}\n" for u, why in dropped)
-                      + "".join(f"{p.path}:{p.line} {p.message}\n" for p in duplicates))
+                      + "".join(f"{p.path}:{p.line} {p.message}\n" for p in duplicates + boms))
     n_in = len(all_utts)
-    log.info("fix %s: %d utterances in, %d out (%d dropped, %d duplicate lines removed; see %s)",
-             path, n_in, len(keep), n_in - len(keep), len(duplicates), report)
+    log.info("fix %s: %d utterances in, %d out (%d dropped, %d duplicate lines removed, %d byte-order marks "
+             "stripped; see %s)", path, n_in, len(keep), n_in - len(keep), len(duplicates), len(boms), report)
     return FixReport(n_in, len(keep), dropped, report, backup)
 
 

@@ -1,5 +1,5 @@
 """validate and fix on what the audit found them to pass: audio headers that cannot be read, utterances
-shorter than one feature frame."""
+shorter than one feature frame, a byte-order mark at the start of a file."""
 
 import pytest
 import soundfile as sf
@@ -125,4 +125,31 @@ def test_fix_drops_an_utterance_shorter_than_one_frame_from_every_file(data):
     assert f"{rec} wav.scp:1: utterance '{rec}' is 100 samples" in (data / "fix_report.txt").read_text()
     d = read_datadir(data)
     assert rec not in d.wav_scp and rec not in d.utt2spk and rec not in d.text
+    assert find_problems(data) == []
+
+
+# -- a UTF-8 byte-order mark at the start of a file ------------------------------------------------------
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("name", ["utt2spk", "wav.scp", "text", "spk2utt", "utt2dur", "segments"])
+def test_a_bom_is_named_and_fix_strips_it_keeping_every_utterance(data, name):
+    if name == "utt2dur":
+        (data / "utt2dur").write_text("".join(f"{ln.split()[0]} 0.6\n"
+                                              for ln in (data / "utt2spk").read_text().splitlines()))
+    if name == "segments":
+        recs = [ln.split()[0] for ln in (data / "wav.scp").read_text().splitlines()]
+        (data / "segments").write_text("".join(f"{r} {r} 0.0 0.5\n" for r in recs))
+    clean = (data / name).read_bytes()
+    (data / name).write_bytes(BOM + clean)
+    problems = find_problems(data)
+    assert [(p.path, p.line) for p in problems] == [(f"{data}/{name}", 1)], problems
+    err = one_error(run("data", "validate", data))
+    assert f"{data}/{name}:1: starts with a UTF-8 byte-order mark" in err
+    assert "asrtrain data fix DIR strips it" in err
+    r = run("data", "fix", data)
+    assert r.exit_code == 0, r.output
+    assert "4 utterances in, 4 out" in r.stdout
+    assert (data / name).read_bytes() == clean
+    assert f"{data}/{name}:1 starts with a UTF-8 byte-order mark" in (data / "fix_report.txt").read_text()
     assert find_problems(data) == []
