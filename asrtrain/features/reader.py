@@ -144,6 +144,10 @@ class FeatureReader:
         path = re.sub(r"\[[^\]]*\]$", "", spec.strip())
         head, _, off = path.rpartition(":")
         path = head if head and off.isdigit() else path
+        if "\0" in path:
+            raise AsrError(f"the ark path of '{utt}' holds a NUL byte (a damaged feats.scp)",
+                           self.feat_dir / "feats.scp", self._line_of(utt),
+                           fix="recompute the features with asrtrain features")
         if path not in self._regular:
             if os.path.exists(path) and not os.path.isfile(path):
                 check_regular_file(path, f"the ark of '{utt}'", self.feat_dir / "feats.scp", self._line_of(utt))
@@ -278,7 +282,7 @@ def _map_file(path: str) -> Optional[tuple]:
     mappable). The file stays open for the fstat that catches an ark cut short later; both close on GC."""
     try:
         fh = open(path, "rb")
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte in the path (_check_ark names it first)
         return None
     try:
         st = os.fstat(fh.fileno())

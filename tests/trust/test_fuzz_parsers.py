@@ -367,6 +367,23 @@ def test_feature_dir_damage(feat_dir, name, how, pos, junk):
             assert all(m.ndim == 2 and m.shape[1] == reader.dim and np.isfinite(m).all() for m in mats)
 
 
+def test_a_nul_byte_in_an_ark_path_is_named(feat_dir, tmp_path):
+    """Found by test_feature_dir_damage: open() raises ValueError (not OSError) on a NUL in the path."""
+    import shutil
+    from asrtrain.features.reader import FeatureReader
+    tmp = tmp_path / "feats"
+    shutil.copytree(feat_dir, tmp)
+    lines = (tmp / "feats.scp").read_text().replace(str(feat_dir), str(tmp)).splitlines()
+    key, spec = lines[0].split(maxsplit=1)
+    lines[0] = f"{key} {spec[:5]}\0{spec[5:]}"
+    (tmp / "feats.scp").write_text("\n".join(lines) + "\n")
+    with pytest.raises(AsrError, match="NUL byte") as err:
+        reader = FeatureReader(tmp)
+        [reader.load(u) for u in reader.keys()]
+    one_line(err.value)
+    assert "feats.scp:1" in str(err.value)
+
+
 @pytest.mark.filterwarnings("error::RuntimeWarning")
 @pytest.mark.parametrize("value,row", [(1e300, 0), (1e39, 0), (1e40, 1), (-1e300, 1), (1e33, 0)])
 def test_overflowing_cmvn_stats_are_refused_where_read(feat_dir, tmp_path, value, row):
