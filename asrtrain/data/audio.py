@@ -141,6 +141,36 @@ def _run_pipe(spec: str, where: Where) -> bytes:
     return proc.stdout
 
 
+def fill_stream_wav_sizes(raw: bytes) -> Optional[bytes]:
+    """A RIFF/WAVE file whose ``data`` chunk declares 0 bytes (stream mode: a writer that could not seek
+    back to fill in the sizes, which Kaldi's wave reader reads to the end of the file) with the sizes
+    taken from the bytes present; None for any other file. libsndfile would read such a file as empty."""
+    if len(raw) < 12 or raw[:4] != b"RIFF" or raw[8:12] != b"WAVE":
+        return None
+    pos = 12
+    while pos + 8 <= len(raw):
+        cid, size = raw[pos:pos + 4], int.from_bytes(raw[pos + 4:pos + 8], "little")
+        if cid == b"data":
+            n = len(raw) - (pos + 8)
+            if size != 0 or n <= 0 or len(raw) - 8 > 0xFFFFFFFF:
+                return None
+            out = bytearray(raw)
+            out[4:8] = (len(raw) - 8).to_bytes(4, "little")
+            out[pos + 4:pos + 8] = n.to_bytes(4, "little")
+            return bytes(out)
+        pos += 8 + size + (size & 1)
+    return None
+
+
+def _stream_wav(path: str) -> Optional[bytes]:
+    """:func:`fill_stream_wav_sizes` of a file, in memory (read whole: stream-mode files are rare)."""
+    with open(path, "rb") as fh:
+        if fh.read(4) != b"RIFF":
+            return None
+        fh.seek(0)
+        return fill_stream_wav_sizes(fh.read())
+
+
 def file_info(path: str, where: Where, channel: Optional[int] = None):
     """Return soundfile.info of a plain audio file, refusing missing, shorten-compressed, corrupt,
     truncated and empty files. Headers only: the samples are never decoded (validate calls it for every
@@ -170,6 +200,12 @@ def file_info(path: str, where: Where, channel: Optional[int] = None):
     if declared is not None and info.frames < declared:
         raise where.error(f"audio file {path} is truncated: {info.frames} of {declared} samples present",
                           fix=f"re-copy or re-extract the file, or {where.drop_fix('the recording')}")
+    info.stream_copy = None  # read_recording reads these bytes (the sizes filled in) instead of the file
+    if info.frames == 0:
+        copy = _stream_wav(path)
+        if copy is not None:
+            info = sf.info(io.BytesIO(copy))
+            info.stream_copy = copy
     if info.frames == 0:
         raise where.error(f"audio file {path} holds no samples", fix=where.drop_fix("the recording"))
     return info
@@ -235,6 +271,9 @@ def read_recording(spec: str, channel: Union[None, int, str] = None, start: Opti
         except Exception as err:
             raise where.error(f"pipe output is not readable audio ({_sf_msg(err)}) (in: {spec})",
                               fix="make the command write a wav to stdout (e.g. sph2pipe -f wav)") from None
+        if data.shape[0] == 0 and fill_stream_wav_sizes(raw) is not None:  # a wav written in stream mode
+            raw = fill_stream_wav_sizes(raw)
+            data, rate = sf.read(io.BytesIO(raw), dtype="float32", always_2d=True)
         if data.shape[0] == 0:
             raise where.error(f"pipe output holds no samples (in: {spec})", fix="run the command by hand")
         try:
@@ -251,7 +290,8 @@ def read_recording(spec: str, channel: Union[None, int, str] = None, start: Opti
     rate = info.samplerate
     lo, hi = segment_bounds(info.frames, rate, start, end, segment_where or where)
     try:
-        data, rate = sf.read(spec, start=lo, stop=hi, dtype="float32", always_2d=True)
+        source = io.BytesIO(info.stream_copy) if info.stream_copy is not None else spec
+        data, rate = sf.read(source, start=lo, stop=hi, dtype="float32", always_2d=True)
     except Exception as err:
         raise where.error(f"cannot decode audio file {spec}: corrupt ({_sf_msg(err)})",
                           fix=where.undecodable_fix()) from None
@@ -354,6 +394,9 @@ def audio_duration(spec: str) -> Optional[float]:
         return None
     try:
         info = sf.info(spec.strip())
+        if info.frames == 0:
+            copy = _stream_wav(spec.strip())
+            info = sf.info(io.BytesIO(copy)) if copy is not None else info
     except Exception:
         return None
     return info.frames / info.samplerate

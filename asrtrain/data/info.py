@@ -19,10 +19,11 @@ def _rate_and_seconds(spec: str, where: Where) -> Tuple[int, Optional[float]]:
     """A wav.scp value -> (sample rate, duration in seconds or None when unknown)."""
     import soundfile as sf
 
-    from asrtrain.data.audio import _run_pipe
+    from asrtrain.data.audio import _run_pipe, file_info, fill_stream_wav_sizes
     spec = spec.strip()
     if is_pipe(spec):
         raw = _run_pipe(spec, where)
+        raw = fill_stream_wav_sizes(raw) or raw
         try:
             info = sf.info(io.BytesIO(raw))
         except Exception as err:  # noqa: BLE001 - libsndfile's own message is named
@@ -39,6 +40,8 @@ def _rate_and_seconds(spec: str, where: Where) -> Tuple[int, Optional[float]]:
     except Exception as err:  # noqa: BLE001
         raise where.error(f"cannot read the audio header of {spec} ({err})",
                           fix=f"check the file, or {where.drop_fix('the recording')}") from None
+    if info.frames == 0:
+        info = file_info(spec, where)  # a wav written in stream mode is measured, an empty file refused
     return int(info.samplerate), info.frames / info.samplerate
 
 

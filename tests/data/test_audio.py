@@ -143,3 +143,34 @@ def test_streamed_wav_header_through_a_pipe(tmp_path):
     (tmp_path / "s.wav").write_bytes(bytes(raw))
     wave, rate = load_audio(f"cat {tmp_path / 's.wav'} |")
     np.testing.assert_array_equal(np.round(wave.numpy() * 32768).astype(np.int32), x)
+
+
+@pytest.mark.parametrize("riff_size", [0, None], ids=["riff-0", "riff-kept"])
+def test_stream_mode_wav_with_zero_sizes_is_read_to_its_end(tmp_path, riff_size):
+    """A writer that cannot seek back may leave the data size at 0 (Kaldi's wave reader then reads to the
+    end of the file); libsndfile reads such a file as empty, and validate/features used to refuse it as
+    holding no samples. As a file, through a pipe, for validate's header check and for data info."""
+    import struct
+    from asrtrain.data.audio import Where, audio_duration, file_info
+    x = tone(0.3, 16000)
+    sf.write(tmp_path / "a.wav", x, 16000, subtype="PCM_16")
+    raw = bytearray((tmp_path / "a.wav").read_bytes())
+    assert raw[36:40] == b"data"
+    raw[40:44] = struct.pack("<I", 0)
+    if riff_size is not None:
+        raw[4:8] = struct.pack("<I", riff_size)
+    path = tmp_path / "s.wav"
+    path.write_bytes(bytes(raw))
+    assert sf.info(str(path)).frames == 0  # what libsndfile alone makes of it
+    assert file_info(str(path), Where()).frames == len(x)
+    assert audio_duration(str(path)) == pytest.approx(0.3)
+    for spec in (str(path), f"cat {path} |"):
+        wave, rate = load_audio(spec)
+        assert rate == 16000
+        np.testing.assert_array_equal(np.round(wave.numpy() * 32768).astype(np.int32), x)
+    wave, _ = load_audio(str(path), start=0.1, end=0.2)  # a segment of it
+    assert wave.shape[0] == 1600
+    empty = tmp_path / "e.wav"
+    empty.write_bytes(bytes(raw[:44]))  # the header alone: still nothing to read
+    with pytest.raises(AsrError, match="holds no samples"):
+        file_info(str(empty), Where())
