@@ -33,3 +33,24 @@ def test_empty_transcript_is_named(tmp_path):
     text.write_text("u1 hello world\nu2\n")
     r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(text), "--out", str(tmp_path / "t")])
     assert r.exit_code == 1 and f"{text}:2" in r.output and "empty transcript" in r.output
+
+
+def test_pieces_round_trip_and_an_unknown_character_is_the_unk_piece(tmp_path):
+    """encode (pieces) printed an unknown character as itself, which decode then refused as a piece
+    the tokenizer does not have; now it is <unk>, decoded as the word <unk>, as ids are."""
+    text = tmp_path / "text"
+    text.write_text("".join(f"u{i:03d} the lazy dog and the quick fox\n" for i in range(40)))
+    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(text), "--out", str(tmp_path / "t"),
+                                 "--model-type", "char"])
+    assert r.exit_code == 0, r.output
+    model = str(tmp_path / "t" / "tokenizer.model")
+    src = tmp_path / "in"
+    src.write_text("a1 the dog\na2 the Mog\n")  # "M": a character the tokenizer never saw
+    r = CliRunner().invoke(cli, ["tokenizer", "encode", "--model", model, str(src)])
+    assert r.exit_code == 0, r.output
+    assert "<unk>" in r.output.splitlines()[1] and "M" not in r.output
+    pieces = tmp_path / "pieces"
+    pieces.write_text(r.output)
+    r = CliRunner().invoke(cli, ["tokenizer", "decode", "--model", model, str(pieces)])
+    assert r.exit_code == 0, r.output
+    assert r.output == "a1 the dog\na2 the <unk> og\n"

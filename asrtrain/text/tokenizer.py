@@ -144,7 +144,10 @@ class Tokenizer:
         return self.sp.encode(text, out_type=int)
 
     def encode_pieces(self, text: str) -> List[str]:
-        return self.sp.encode(text, out_type=str)
+        """Text -> pieces; a character the tokenizer has no piece for is the unknown piece (``<unk>``),
+        as :meth:`encode` gives its id (sentencepiece would print the character itself, which
+        :meth:`decode_pieces` then could not take back)."""
+        return [self.sp.id_to_piece(i) for i in self.encode(text)]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Ids -> text; the blank is dropped, and each unknown piece is the word ``<unk>`` (Kaldi's
@@ -175,4 +178,4 @@ class Tokenizer:
             if self.sp.piece_to_id(p) == unk and p != self.sp.id_to_piece(unk):
                 raise AsrError(f"piece '{p[:40]}' is not in this tokenizer", self.path,
                                fix="decode pieces made with this tokenizer.model")
-        return self.sp.decode_pieces(pieces)
+        return self.decode([self.sp.piece_to_id(p) for p in pieces])
