@@ -37,6 +37,9 @@ def transcribe(model: Path, audio: Tuple[str, ...], fmt: str, out: Optional[Path
                batch_size: int, batch_frames: Optional[int], engine: str, device: str, threads: int) -> None:
     """Transcribe AUDIO (files, directories, a wav.scp, or - for paths on stdin) with MODEL (an exp dir, a
     pack, or with --engine onnx an ONNX export)."""
+    from asrtrain.transcribe.audio_in import check_channel
+
+    check_channel(channel, "--channel")
     if engine == "onnx":
         _onnx(model, list(audio), fmt, out, lm, params, cmvn_stats, utt2spk, channel, max_segment, device,
               threads, batch_size, batch_frames)

@@ -35,6 +35,23 @@ def read_any(spec: str, where: Where = Where()) -> Tuple[np.ndarray, int]:
     return data, int(rate)
 
 
+def check_channel(channel, option: str = "channel=") -> Optional[int]:
+    """``channel`` as a 0-based index (None: mix them); a negative or non-integer one is refused in one
+    line (``option`` names it: ``--channel`` on the command line, ``channel=`` in Python)."""
+    if channel is None:
+        return None
+    give = option if option.endswith("=") else option + " "
+    name = f"{give}{channel}"
+    if isinstance(channel, bool) or not isinstance(channel, (int, np.integer)):
+        raise AsrError(f"{name} is not a channel number", fix=f"give {give}0 for the first "
+                       "channel, 1 for the second, ..., or leave it out to mix them")
+    if channel < 0:
+        raise AsrError(f"{name}: channels count from 0 (the first), there is no negative channel",
+                       fix=f"give {give}0 for the first channel, 1 for the second, ..., "
+                           "or leave it out to mix them")
+    return int(channel)
+
+
 def to_model_input(data: np.ndarray, rate: int, target_rate: int, channel: Optional[int] = None,
                    name: str = "audio") -> Tuple[np.ndarray, str]:
     """(float32 [n, channels] or [n], rate) -> (float32 [m] at ``target_rate``, what was done)."""
@@ -48,6 +65,7 @@ def to_model_input(data: np.ndarray, rate: int, target_rate: int, channel: Optio
         raise AsrError(f"{bad} NaN or Inf sample(s)", name, fix="repair the audio")
     done: List[str] = []
     n_ch = data.shape[1]
+    channel = check_channel(channel)
     if channel is not None:
         if channel >= n_ch:
             raise AsrError(f"channel {channel} asked of audio with {n_ch} channel(s)", name,

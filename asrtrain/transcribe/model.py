@@ -249,8 +249,10 @@ class Transcriber:
         stats. ``utt2spk`` (key -> speaker; a speaker-CMVN model) normalises each file with the stats of
         all its speaker's files, each file read and featurised once; results then come once every file
         has been decoded."""
+        from asrtrain.transcribe.audio_in import check_channel
         from asrtrain.transcribe.batching import transcribe_by_speaker, transcribe_many
 
+        channel = check_channel(channel)  # here, not per file: a bad channel fails the call, not each input
         if utt2spk is not None:
             return transcribe_by_speaker(self, inputs, channel, utt2spk, batch_size,
                                          batch_frames or self.batch_frames)
