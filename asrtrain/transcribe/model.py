@@ -190,20 +190,16 @@ class Transcriber:
 
     def audio(self, audio: Audio, sample_rate: Optional[int] = None, channel: Optional[int] = None
               ) -> np.ndarray:
-        """A path or samples -> mono float32 [n] at the model's rate (logs what was done to it)."""
-        from asrtrain.transcribe.audio_in import read_any, to_model_input
+        """A path or samples -> mono float32 [n] at the model's rate (logs what was done to it); samples
+        as :func:`asrtrain.transcribe.audio_in.from_python` takes them (integer PCM scaled, [channels, n]
+        turned round)."""
+        from asrtrain.transcribe.audio_in import python_input, to_model_input
 
-        name = None
-        if isinstance(audio, (str, Path)):
-            name = str(audio)
-            data, sample_rate = read_any(name)
-        else:
-            if sample_rate is None:
-                raise AsrError("samples need their sample_rate", fix="transcribe(samples, sample_rate=16000)")
-            data = audio
-        wave, done = to_model_input(data, int(sample_rate), self.rate, channel, name or "samples")
+        data, rate, name, done = python_input(audio, sample_rate)
+        wave, more = to_model_input(data, rate, self.rate, channel, name)
+        done += [more] if more else []
         if done:
-            log.info("%s: %s", name or "samples", done)
+            log.info("%s: %s", name, ", ".join(done))
         return wave
 
     def raw(self, audio: Audio, sample_rate: Optional[int] = None, channel: Optional[int] = None

@@ -176,20 +176,17 @@ class OnnxTranscriber(Transcriber):
     def audio(self, audio: Union[str, Path, np.ndarray], sample_rate: Optional[int] = None,
               channel: Optional[int] = None) -> np.ndarray:
         """A path or samples -> mono float32 [n]; audio at another rate than the model's is refused."""
-        from asrtrain.transcribe.audio_in import read_any, to_model_input
+        from asrtrain.transcribe.audio_in import python_input, to_model_input
 
-        name = str(audio) if isinstance(audio, (str, Path)) else "samples"
-        if isinstance(audio, (str, Path)):
-            audio, sample_rate = read_any(name)
-        elif sample_rate is None:
-            raise AsrError("samples need their sample_rate", fix="transcribe(samples, sample_rate=16000)")
-        if int(sample_rate) != self.rate:
-            raise AsrError(f"audio at {sample_rate} Hz; the model takes {self.rate} Hz and the onnx engine does "
+        data, rate, name, done = python_input(audio, sample_rate)
+        if rate != self.rate:
+            raise AsrError(f"audio at {rate} Hz; the model takes {self.rate} Hz and the onnx engine does "
                            "not resample", name,
                            fix=f"resample it first (sox IN -r {self.rate} OUT), or use --engine torch")
-        wave, done = to_model_input(audio, self.rate, self.rate, channel, name)
+        wave, more = to_model_input(data, rate, self.rate, channel, name)
+        done += [more] if more else []
         if done:
-            log.info("%s: %s", name, done)
+            log.info("%s: %s", name, ", ".join(done))
         return wave
 
 

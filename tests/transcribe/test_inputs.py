@@ -30,3 +30,42 @@ def test_a_negative_channel_is_refused_in_one_line_on_the_cli_and_in_python(exp,
     with pytest.raises(AsrError, match="not a channel number"):
         tr.transcribe(str(st), channel=1.0)
     assert tr.transcribe(str(st), channel=np.int64(1)).text == tr.transcribe(str(st), channel=1).text
+
+
+def test_integer_pcm_from_python_is_scaled_as_soundfile_reads_it(tr, tmp_path, speechy):
+    x = speechy(1.0, 16000)
+    sf.write(tmp_path / "a.wav", x, 16000, subtype="PCM_16")
+    want = tr.audio(str(tmp_path / "a.wav"))
+    for dtype in ("int16", "int32"):
+        pcm, _ = sf.read(tmp_path / "a.wav", dtype=dtype)  # what scipy.io.wavfile.read gives too
+        np.testing.assert_array_equal(tr.audio(pcm, sample_rate=16000), want)
+    u8 = np.round(x * 127 + 128).astype(np.uint8)
+    np.testing.assert_allclose(tr.audio(u8, sample_rate=16000), (u8.astype(np.float32) - 128) / 128)
+    for bad, said in ((np.arange(4000), "int64 samples have no known scale"), (x > 0, "dtype bool"),
+                      (x.astype(np.complex64), "dtype complex64"), (np.array(["a", "b"]), "are not audio"),
+                      ([[1.0, 2.0], [3.0]], "not an array of numbers")):
+        with pytest.raises(AsrError, match=said):
+            tr.audio(bad, sample_rate=16000)
+
+
+def test_channels_first_samples_are_turned_round_and_unclear_shapes_refused(tr, speechy):
+    st = np.stack([speechy(1.0, 16000), speechy(1.0, 16000, 1)], axis=1)  # [n, 2]: soundfile's layout
+    np.testing.assert_array_equal(tr.audio(st.T.copy(), sample_rate=16000), tr.audio(st, sample_rate=16000))
+    np.testing.assert_array_equal(tr.audio(st[:, :1].T, sample_rate=16000), tr.audio(st[:, 0], sample_rate=16000))
+    assert tr.transcribe(st.T, sample_rate=16000, channel=1).text == tr.transcribe(st[:, 1], sample_rate=16000).text
+    for shape in ((2, 2), (40, 100), (1, 16000, 1)):
+        with pytest.raises(AsrError, match="samples of shape"):
+            tr.audio(np.zeros(shape, np.float32), sample_rate=16000)
+
+
+def test_a_bad_sample_rate_or_one_given_with_a_path_is_refused_in_one_line(tr, tmp_path, speechy):
+    x = speechy(1.0, 16000)
+    for rate, said in ((0, "must be positive"), (-16000, "must be positive"), (16000.5, "whole number of Hz"),
+                       (float("nan"), "whole number"), ("16000", "not a number"), (True, "not a number"),
+                       (None, "need their sample_rate")):
+        with pytest.raises(AsrError, match=said):
+            tr.audio(x, sample_rate=rate)
+    np.testing.assert_array_equal(tr.audio(x, sample_rate=16000.0), tr.audio(x, sample_rate=16000))
+    sf.write(tmp_path / "a.wav", x, 16000)
+    with pytest.raises(AsrError, match="given with a path"):
+        tr.transcribe(tmp_path / "a.wav", sample_rate=16000)
