@@ -4,16 +4,13 @@ the model's rate, with one line saying what was done to it (resampled, channels 
 from __future__ import annotations
 
 import io
-from pathlib import Path
+from pathlib import PurePath
 from typing import List, Optional, Tuple
 
 import numpy as np
 
 from asrtrain.data.audio import Where, file_info, _run_pipe, _sf_msg, is_pipe
 from asrtrain.errors import AsrError
-
-AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".sph", ".mp3", ".opus", ".aiff", ".aif", ".au"}
-
 
 def read_any(spec: str, where: Where = Where()) -> Tuple[np.ndarray, int]:
     """A file path or ``<command> |`` -> (float32 [n, channels], rate)."""
@@ -115,8 +112,6 @@ def python_input(audio, sample_rate) -> Tuple[np.ndarray, int, str, List[str]]:
     """A path, or samples with their ``sample_rate`` -> (float32 [n, channels], rate, a name for
     messages, what was done to them): the start of both engines' ``audio``. A path takes its rate from
     the file, so ``sample_rate=`` with a path is refused."""
-    from pathlib import PurePath
-
     if isinstance(audio, (str, PurePath)):
         name = str(audio)
         if sample_rate is not None:
@@ -178,27 +173,3 @@ def to_model_input(data: np.ndarray, rate: int, target_rate: int, channel: Optio
         wave = resample_to(np.ascontiguousarray(wave), rate, target_rate)
         done.append(f"resampled {rate} -> {target_rate} Hz")
     return np.ascontiguousarray(wave, dtype=np.float32), ", ".join(done)
-
-
-def expand_inputs(items: List[str], stdin=None) -> List[Tuple[str, str]]:
-    """AUDIO arguments -> ``[(utt id, wav.scp-style spec)]``: files, directories (their audio files,
-    sorted), a Kaldi ``wav.scp`` (any entry, pipes included), or ``-`` (paths on stdin)."""
-    out: List[Tuple[str, str]] = []
-    for item in items:
-        if item == "-":
-            import sys
-            lines = (stdin or sys.stdin).read().splitlines()
-            out += expand_inputs([ln.strip() for ln in lines if ln.strip()])
-            continue
-        p = Path(item)
-        if p.is_dir():
-            files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in AUDIO_SUFFIXES)
-            if not files:
-                raise AsrError("no audio files in this directory", p, fix="give audio files or a wav.scp")
-            out += [(f.stem, str(f)) for f in files]
-        elif p.name == "wav.scp" or p.suffix == ".scp":
-            from asrtrain.data.table import read_table
-            out += list(read_table(p).items())
-        else:
-            out.append((p.stem, str(p)))
-    return out

@@ -26,7 +26,7 @@ def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Opt
     :meth:`asrtrain.transcribe.model.Transcriber.transcribe_many`)."""
     from asrtrain.atomic import atomic_write_text
     from asrtrain.progress import Progress
-    from asrtrain.transcribe.audio_in import expand_inputs
+    from asrtrain.transcribe.inputs import expand_inputs
 
     pairs = expand_inputs(items)
     spk_of = _speakers(transcriber, pairs, utt2spk) if utt2spk is not None else None

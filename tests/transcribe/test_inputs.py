@@ -69,3 +69,26 @@ def test_a_bad_sample_rate_or_one_given_with_a_path_is_refused_in_one_line(tr, t
     sf.write(tmp_path / "a.wav", x, 16000)
     with pytest.raises(AsrError, match="given with a path"):
         tr.transcribe(tmp_path / "a.wav", sample_rate=16000)
+
+
+def _wavs(tmp_path, speechy, *names):
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        sf.write(tmp_path / name, speechy(0.5, 16000), 16000, format="FLAC" if name.endswith(".flac") else "WAV")
+    return [tmp_path / n for n in names]
+
+
+def test_two_inputs_with_the_same_id_are_refused_before_decoding_naming_both(exp, tmp_path, speechy):
+    a, b, c, d = _wavs(tmp_path, speechy, "dup/x.wav", "other/x.wav", "in/a.wav", "in/a.flac")
+    err = one_error(run("transcribe", exp, a, b))
+    assert "utterance id 'x' is given by two inputs" in err and str(a) in err and str(b) in err
+    assert "wav.scp" in err  # the fix: rename, or ids of your own
+    assert "'a' is given by two inputs" in one_error(run("transcribe", exp, c, d))
+    assert "'a' is given by two inputs" in one_error(run("transcribe", exp, tmp_path / "in"))  # a dir too
+    assert "is given by two inputs" in one_error(run("transcribe", exp, tmp_path))  # in/a.*, dup/x, other/x
+    assert "given by two inputs" in one_error(run("transcribe", exp, a, a))
+    (tmp_path / "wav.scp").write_text(f"x {c}\n")
+    assert "given by two inputs" in one_error(run("transcribe", exp, tmp_path / "wav.scp", a))
+    (tmp_path / "own.scp").write_text(f"x1 {a}\nx2 {b}\n")  # the fix works
+    res = run("transcribe", exp, tmp_path / "own.scp")
+    assert res.exit_code == 0 and [ln.split()[0] for ln in res.stdout.splitlines()] == ["x1", "x2"], res.output

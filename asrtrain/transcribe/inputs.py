@@ -1,0 +1,53 @@
+"""``asrtrain transcribe``'s AUDIO arguments -> ``(utterance id, wav.scp-style spec)`` pairs.
+
+An argument is a file, a directory (its audio files by suffix, recursively), a Kaldi ``wav.scp`` (its
+keys are the ids; pipes included), or ``-`` (paths on stdin, one a line). A file's id is its name without
+the suffix, in a directory too (LibriSpeech's ``19/198/19-198-0001.flac`` is ``19-198-0001``, as its
+transcripts name it). Two inputs with the same id are refused before anything is decoded: text, ctm and
+``--utt2spk`` would be ambiguous.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from asrtrain.errors import AsrError
+
+AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".sph", ".mp3", ".opus", ".aiff", ".aif", ".au"}
+
+
+def expand_inputs(items: List[str], stdin=None) -> List[Tuple[str, str]]:
+    """AUDIO arguments -> ``[(utt id, wav.scp-style spec)]`` in argument order (a directory's files
+    sorted); ids unique (else one :class:`AsrError` naming both inputs)."""
+    pairs = _expand(items, stdin)
+    first: Dict[str, str] = {}
+    for utt, spec in pairs:
+        if utt in first:
+            raise AsrError(f"utterance id '{utt}' is given by two inputs, {first[utt]} and {spec}: the text, "
+                           "ctm and --utt2spk lines would be ambiguous",
+                           fix="rename one of the files, or list the inputs in a wav.scp with ids of your own")
+        first[utt] = spec
+    return pairs
+
+
+def _expand(items: List[str], stdin) -> List[Tuple[str, str]]:
+    out: List[Tuple[str, str]] = []
+    for item in items:
+        if item == "-":
+            import sys
+            lines = [ln.strip() for ln in (stdin or sys.stdin).read().splitlines() if ln.strip()]
+            out += _expand(lines, None)
+            continue
+        p = Path(item)
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in AUDIO_SUFFIXES)
+            if not files:
+                raise AsrError("no audio files in this directory", p, fix="give audio files or a wav.scp")
+            out += [(f.stem, str(f)) for f in files]
+        elif p.name == "wav.scp" or p.suffix == ".scp":
+            from asrtrain.data.table import read_table
+            out += list(read_table(p).items())
+        else:
+            out.append((p.stem, str(p)))
+    return out
