@@ -3,16 +3,21 @@
 An argument is a file, a directory (its audio files by suffix, recursively), a Kaldi ``wav.scp`` (its
 keys are the ids; pipes included), or ``-`` (paths on stdin, one a line). A file's id is its name without
 the suffix, in a directory too (LibriSpeech's ``19/198/19-198-0001.flac`` is ``19-198-0001``, as its
-transcripts name it). Two inputs with the same id are refused before anything is decoded: text, ctm and
-``--utt2spk`` would be ambiguous.
+transcripts name it), with whitespace replaced by ``_`` (Kaldi ids hold none; one log line says so).
+Two inputs with the same id are refused before anything is decoded: text, ctm and ``--utt2spk`` would
+be ambiguous.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 from asrtrain.errors import AsrError
+
+log = logging.getLogger("asrtrain.transcribe")
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".sph", ".mp3", ".opus", ".aiff", ".aif", ".au"}
 
@@ -44,10 +49,19 @@ def _expand(items: List[str], stdin) -> List[Tuple[str, str]]:
             files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in AUDIO_SUFFIXES)
             if not files:
                 raise AsrError("no audio files in this directory", p, fix="give audio files or a wav.scp")
-            out += [(f.stem, str(f)) for f in files]
+            out += [(utt_id(f), str(f)) for f in files]
         elif p.name == "wav.scp" or p.suffix == ".scp":
             from asrtrain.data.table import read_table
             out += list(read_table(p).items())
         else:
-            out.append((p.stem, str(p)))
+            out.append((utt_id(p), str(p)))
     return out
+
+
+def utt_id(path: Path) -> str:
+    """A file's utterance id: its name without the suffix, whitespace replaced by ``_`` (logged)."""
+    stem = path.stem
+    utt = re.sub(r"\s", "_", stem)
+    if utt != stem:
+        log.info("%s: utterance id '%s' (whitespace in the name replaced by '_')", path, utt)
+    return utt

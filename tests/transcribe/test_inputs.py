@@ -92,3 +92,17 @@ def test_two_inputs_with_the_same_id_are_refused_before_decoding_naming_both(exp
     (tmp_path / "own.scp").write_text(f"x1 {a}\nx2 {b}\n")  # the fix works
     res = run("transcribe", exp, tmp_path / "own.scp")
     assert res.exit_code == 0 and [ln.split()[0] for ln in res.stdout.splitlines()] == ["x1", "x2"], res.output
+
+
+def test_whitespace_in_a_file_name_becomes_underscores_in_its_id_and_is_logged(exp, tmp_path, speechy, caplog):
+    import logging
+    (spaced,) = _wavs(tmp_path, speechy, "with space.wav")
+    with caplog.at_level(logging.INFO):
+        res = run("transcribe", exp, spaced, "--format", "ctm")
+    assert res.exit_code == 0, res.output
+    assert all(ln.split()[0] == "with_space" for ln in res.stdout.splitlines())
+    assert any("utterance id 'with_space'" in r.getMessage() and "with space.wav" in r.getMessage()
+               for r in caplog.records)
+    _wavs(tmp_path, speechy, "with_space.wav")  # the replaced id then collides: refused, both named
+    err = one_error(run("transcribe", exp, spaced, tmp_path / "with_space.wav"))
+    assert "'with_space' is given by two inputs" in err and "with space.wav" in err
