@@ -11,6 +11,7 @@ be ambiguous.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -20,6 +21,7 @@ from asrtrain.errors import AsrError
 log = logging.getLogger("asrtrain.transcribe")
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".sph", ".mp3", ".opus", ".aiff", ".aif", ".au"}
+SHOWN = 5  # names a "skipped" log line shows
 
 
 def expand_inputs(items: List[str], stdin=None) -> List[Tuple[str, str]]:
@@ -46,7 +48,7 @@ def _expand(items: List[str], stdin) -> List[Tuple[str, str]]:
             continue
         p = Path(item)
         if p.is_dir():
-            files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in AUDIO_SUFFIXES)
+            files = audio_files(p)
             if not files:
                 raise AsrError("no audio files in this directory", p, fix="give audio files or a wav.scp")
             out += [(utt_id(f), str(f)) for f in files]
@@ -65,3 +67,52 @@ def utt_id(path: Path) -> str:
     if utt != stem:
         log.info("%s: utterance id '%s' (whitespace in the name replaced by '_')", path, utt)
     return utt
+
+
+def audio_files(top: Path) -> List[Path]:
+    """The files under ``top`` with an audio suffix (any case), sorted. Symlinked directories are
+    followed, each directory once (a link back up, or a second link to a walked directory, is skipped), so
+    a loop cannot recur. What is skipped gets a log line: other suffixes (info), dangling links and other
+    non-regular entries, unreadable directories (warnings)."""
+    files: List[Path] = []
+    other: List[Path] = []
+    odd: List[Path] = []      # dangling symlinks, FIFOs, sockets, devices
+    again: List[Path] = []    # directories already walked by another path
+    unreadable: List[Path] = []
+    seen = set()
+    todo = [top]
+    while todo:
+        d = todo.pop()
+        try:
+            st = d.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                again.append(d)
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            with os.scandir(d) as it:
+                entries = list(it)
+        except OSError:
+            unreadable.append(d)
+            continue
+        for e in entries:
+            p = Path(e.path)
+            if e.is_dir():  # follows a symlink
+                todo.append(p)
+            elif e.is_file():
+                (files if p.suffix.lower() in AUDIO_SUFFIXES else other).append(p)
+            else:
+                odd.append(p)
+    _skipped(top, other, "file(s) that are not audio by suffix (audio: "
+             + " ".join(sorted(AUDIO_SUFFIXES)) + ")", logging.INFO)
+    _skipped(top, odd, "entries that are not regular files (dangling symlinks, FIFOs, ...)", logging.WARNING)
+    _skipped(top, again, "symlinked director(ies) already walked (a link back up, or a second link)",
+             logging.INFO)
+    _skipped(top, unreadable, "unreadable director(ies)", logging.WARNING)
+    return sorted(files)
+
+
+def _skipped(top: Path, paths: List[Path], what: str, level: int) -> None:
+    if paths:
+        names = [os.path.relpath(p, top) for p in sorted(paths)]
+        more = f", ... ({len(names) - SHOWN} more)" if len(names) > SHOWN else ""
+        log.log(level, "%s: skipped %d %s: %s%s", top, len(names), what, ", ".join(names[:SHOWN]), more)

@@ -106,3 +106,20 @@ def test_whitespace_in_a_file_name_becomes_underscores_in_its_id_and_is_logged(e
     _wavs(tmp_path, speechy, "with_space.wav")  # the replaced id then collides: refused, both named
     err = one_error(run("transcribe", exp, spaced, tmp_path / "with_space.wav"))
     assert "'with_space' is given by two inputs" in err and "with space.wav" in err
+
+
+def test_a_directory_follows_symlinked_dirs_once_and_logs_what_it_skips(tmp_path, speechy, caplog):
+    import logging
+    import os
+    from asrtrain.transcribe.inputs import expand_inputs
+    _wavs(tmp_path, speechy, "d/UPPER.WAV", "d/rec.wave", "d/notes.txt", "elsewhere/far.wav", "d/sub/near.wav")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "d" / "linked")
+    os.symlink(tmp_path / "d", tmp_path / "d" / "sub" / "up")  # a loop back up
+    os.symlink(tmp_path / "gone.wav", tmp_path / "d" / "dangle.wav")
+    with caplog.at_level(logging.INFO):
+        pairs = expand_inputs([str(tmp_path / "d")])
+    assert [u for u, _ in pairs] == ["UPPER", "far", "near"]
+    said = " | ".join(r.getMessage() for r in caplog.records)
+    assert "skipped 2 file(s) that are not audio by suffix" in said and "rec.wave" in said, said
+    assert "skipped 1 entries that are not regular files" in said and "dangle.wav" in said, said
+    assert "already walked" in said and "up" in said, said
