@@ -5,7 +5,7 @@ keys are the ids; pipes included), or ``-`` (paths on stdin, one a line). A file
 the suffix, in a directory too (LibriSpeech's ``19/198/19-198-0001.flac`` is ``19-198-0001``, as its
 transcripts name it), with whitespace replaced by ``_`` (Kaldi ids hold none; one log line says so).
 Two inputs with the same id are refused before anything is decoded: text, ctm and ``--utt2spk`` would
-be ambiguous.
+be ambiguous. An argument that gives nothing (an empty directory, wav.scp or stdin) is refused.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ def _expand(items: List[str], stdin) -> List[Tuple[str, str]]:
         if item == "-":
             import sys
             lines = [ln.strip() for ln in (stdin or sys.stdin).read().splitlines() if ln.strip()]
+            if not lines:
+                raise AsrError("no paths on stdin", "-",
+                               fix="give one path a line, e.g. find DIR -name '*.wav' | asrtrain transcribe MODEL -")
             out += _expand(lines, None)
             continue
         p = Path(item)
@@ -54,7 +57,10 @@ def _expand(items: List[str], stdin) -> List[Tuple[str, str]]:
             out += [(utt_id(f), str(f)) for f in files]
         elif p.name == "wav.scp" or p.suffix == ".scp":
             from asrtrain.data.table import read_table
-            out += list(read_table(p).items())
+            table = read_table(p)
+            if not table:
+                raise AsrError("holds no entries", p, fix="give it '<utt-id> <path or command |>' lines")
+            out += list(table.items())
         else:
             out.append((utt_id(p), str(p)))
     return out

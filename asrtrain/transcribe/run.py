@@ -61,8 +61,9 @@ def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Opt
         for ln in lines:
             echo(ln)
     elapsed = time.time() - t0
-    log.info("transcribed %d of %d inputs (%.1f s of audio) in %.1f s, real-time factor %.3f",
-             len(pairs) - len(failed), len(pairs), audio_s, elapsed, elapsed / max(audio_s, 1e-9))
+    rtf = f", real-time factor {elapsed / audio_s:.3f}" if audio_s > 0 else ""  # none when nothing was decoded
+    log.info("transcribed %d of %d inputs (%.1f s of audio) in %.1f s%s", len(pairs) - len(failed), len(pairs),
+             audio_s, elapsed, rtf)
     if failed:
         raise failure(failed, len(pairs))
 

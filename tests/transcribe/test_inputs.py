@@ -123,3 +123,23 @@ def test_a_directory_follows_symlinked_dirs_once_and_logs_what_it_skips(tmp_path
     assert "skipped 2 file(s) that are not audio by suffix" in said and "rec.wave" in said, said
     assert "skipped 1 entries that are not regular files" in said and "dangle.wav" in said, said
     assert "already walked" in said and "up" in said, said
+
+
+def test_empty_stdin_or_wav_scp_is_refused_like_an_empty_directory(exp, tmp_path):
+    from click.testing import CliRunner
+    from asrtrain.cli import cli
+    res = CliRunner().invoke(cli, ["transcribe", str(exp), "-"], input="\n")
+    assert "no paths on stdin" in one_error(res)
+    (tmp_path / "wav.scp").write_text("")
+    assert "holds no entries" in one_error(run("transcribe", exp, tmp_path / "wav.scp"))
+    (tmp_path / "empty").mkdir()
+    assert "no audio files" in one_error(run("transcribe", exp, tmp_path / "empty"))
+
+
+def test_no_real_time_factor_when_nothing_was_decoded(exp, tmp_path, caplog):
+    import logging
+    (tmp_path / "text.wav").write_text("not audio\n")
+    with caplog.at_level(logging.INFO):
+        one_error(run("transcribe", exp, tmp_path / "text.wav"))
+    done = [r.getMessage() for r in caplog.records if r.getMessage().startswith("transcribed 0 of 1")]
+    assert len(done) == 1 and "real-time factor" not in done[0], done
