@@ -1,9 +1,11 @@
-"""Audio in for transcription: a file libsndfile reads, or a Kaldi wav.scp pipe entry -> mono float32 at
-the model's rate, with one line saying what was done to it (resampled, channels mixed or picked)."""
+"""Audio in for transcription: a file libsndfile reads, a Kaldi wav.scp pipe entry, or samples given in
+Python (:func:`from_python`) -> mono float32 at the model's rate, with one line saying what was done to it
+(scaled, resampled, channels mixed or picked)."""
 
 from __future__ import annotations
 
 import io
+import logging
 from pathlib import PurePath
 from typing import List, Optional, Tuple
 
@@ -11,6 +13,13 @@ import numpy as np
 
 from asrtrain.data.audio import Where, file_info, _run_pipe, _sf_msg, is_pipe
 from asrtrain.errors import AsrError
+
+log = logging.getLogger("asrtrain.transcribe")
+
+#: A float sample beyond this gets a warning: floats are amplitudes in [-1, 1], and overshoot from mixing or
+#: resampling stays near 1 (inter-sample peaks of +3 dB are 1.41); +6 dB and more is another scale.
+FLOAT_PEAK_WARN = 2.0
+
 
 def read_any(spec: str, where: Where = Where()) -> Tuple[np.ndarray, int]:
     """A file path or ``<command> |`` -> (float32 [n, channels], rate)."""
@@ -153,6 +162,11 @@ def to_model_input(data: np.ndarray, rate: int, target_rate: int, channel: Optio
     if not np.isfinite(data).all():
         bad = int((~np.isfinite(data)).sum())
         raise AsrError(f"{bad} NaN or Inf sample(s)", name, fix="repair the audio")
+    peak = float(np.abs(data).max())
+    if peak > FLOAT_PEAK_WARN:
+        log.warning("%s: sample values reach %.3g, far outside [-1, 1]: they are taken as amplitudes in [-1, 1], "
+                    "so the features are not on training's scale (int16-range values: divide by 32768)",
+                    name, peak)
     done: List[str] = []
     n_ch = data.shape[1]
     channel = check_channel(channel)

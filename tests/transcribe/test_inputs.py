@@ -143,3 +143,20 @@ def test_no_real_time_factor_when_nothing_was_decoded(exp, tmp_path, caplog):
         one_error(run("transcribe", exp, tmp_path / "text.wav"))
     done = [r.getMessage() for r in caplog.records if r.getMessage().startswith("transcribed 0 of 1")]
     assert len(done) == 1 and "real-time factor" not in done[0], done
+
+
+def test_float_samples_far_outside_the_unit_range_get_a_warning_naming_the_file(exp, tr, tmp_path, speechy,
+                                                                                caplog):
+    import logging
+    x = speechy(1.0, 16000)
+    x = x / np.abs(x).max()
+    sf.write(tmp_path / "loud.wav", 8.0 * x, 16000, subtype="FLOAT")
+    sf.write(tmp_path / "hot.wav", 1.2 * x, 16000, subtype="FLOAT")  # a little over: no warning
+    with caplog.at_level(logging.INFO):
+        res = run("transcribe", exp, tmp_path / "loud.wav", tmp_path / "hot.wav")
+        tr.transcribe(x * 32768, sample_rate=16000)  # Kaldi's int16 scale, as floats
+    assert res.exit_code == 0, res.output
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2, warned
+    assert "loud.wav: sample values reach 8" in warned[0] and "outside [-1, 1]" in warned[0]
+    assert warned[1].startswith("samples: sample values reach 3.28e+04")
