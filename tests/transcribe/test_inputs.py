@@ -160,3 +160,17 @@ def test_float_samples_far_outside_the_unit_range_get_a_warning_naming_the_file(
     assert len(warned) == 2, warned
     assert "loud.wav: sample values reach 8" in warned[0] and "outside [-1, 1]" in warned[0]
     assert warned[1].startswith("samples: sample values reach 3.28e+04")
+
+
+def test_a_stream_mode_wav_is_transcribed_as_the_whole_file(tr, tmp_path, speechy):
+    """A wav whose data size a streaming writer left at 0 is read to its end (libsndfile alone reads
+    nothing), as a file and through a pipe, as training's reader reads it."""
+    import struct
+    sf.write(tmp_path / "a.wav", speechy(0.8, 16000), 16000, subtype="PCM_16")
+    raw = bytearray((tmp_path / "a.wav").read_bytes())
+    assert raw[36:40] == b"data"
+    raw[40:44] = struct.pack("<I", 0)
+    (tmp_path / "s.wav").write_bytes(bytes(raw))
+    want = tr.audio(str(tmp_path / "a.wav"))
+    np.testing.assert_array_equal(tr.audio(str(tmp_path / "s.wav")), want)
+    np.testing.assert_array_equal(tr.audio(f"cat {tmp_path / 's.wav'} |"), want)
