@@ -14,7 +14,7 @@ it ``sp1.0-`` too). The copies are combined into one dir, every file sorted.
 How the audio gets perturbed. Kaldi writes a wav.scp pipe ``... sox -t wav - -t wav - speed 0.9 |``, which
 needs sox at feature time (and a wav input: SPHERE first goes through sph2pipe). We default to a native
 form instead: ``wav.scp`` keeps the original entry and a ``reco2speed`` table (``sp0.9-rec 0.9``) tells our
-audio reader to apply :func:`asrtrain.data.audio.speed_perturb` (the same resampling sox's ``speed`` does:
+audio reader to apply :func:`asrtrain.data.resample.speed_perturb` (the same resampling sox's ``speed`` does:
 pitch and tempo together). It runs in-process, needs no external tool, and is carried by subset, split and
 fix like any ``reco2*`` table. Its one drawback: a Kaldi binary reading this dir would see the unperturbed
 audio, so ``sox=True`` writes Kaldi's pipe form instead, for dirs meant for Kaldi's own tools.

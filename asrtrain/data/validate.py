@@ -270,7 +270,7 @@ def _audio_problems(path: Path, tables: Dict[str, dict], lines, frames: bool = T
 
 
 def _perturbed_length(n: int, rate: int, factor: float) -> int:
-    """Samples of an ``n``-sample recording after :func:`asrtrain.data.audio.speed_perturb` (torchaudio's
+    """Samples of an ``n``-sample recording after :func:`asrtrain.data.resample.speed_perturb` (torchaudio's
     resample from ``round(rate * factor)`` Hz to ``rate``: ``ceil(n * rate / source)``)."""
     return n if factor == 1.0 else math.ceil(n * rate / int(round(rate * factor)))
 

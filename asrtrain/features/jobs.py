@@ -21,7 +21,8 @@ import numpy as np
 
 from asrtrain.config import FeatureConfig
 from asrtrain.config.file import section_from_dict
-from asrtrain.data.audio import Where, read_recording, resample_to, segment_bounds, speed_perturb
+from asrtrain.data.audio import Where, read_recording, segment_bounds
+from asrtrain.data.resample import resample_to, speed_perturb
 from asrtrain.errors import AsrError
 from asrtrain.features import cmvn
 from asrtrain.features.fbank import fbank

@@ -186,7 +186,7 @@ def to_model_input(data: np.ndarray, rate: int, target_rate: int, channel: Optio
     else:
         wave = data[:, 0]
     if rate != target_rate:
-        from asrtrain.data.audio import resample_to
+        from asrtrain.data.resample import resample_to
         wave = resample_to(np.ascontiguousarray(wave), rate, target_rate)
         done.append(f"resampled {rate} -> {target_rate} Hz")
     return np.ascontiguousarray(wave, dtype=np.float32), ", ".join(done)

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asrtrain.data.audio import speed_perturb
+from asrtrain.data.resample import speed_perturb
 from asrtrain.data.perturb import parse_factors, perturb_speed, sox_entry
 from asrtrain.data.table import read_table
 from asrtrain.data.validate import validate

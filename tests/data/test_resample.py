@@ -7,7 +7,7 @@ import pytest
 import torch
 import torchaudio.functional as AF
 
-from asrtrain.data.audio import resample_to, speed_perturb
+from asrtrain.data.resample import resample_to, speed_perturb
 
 
 def _noise(seconds, rate, seed=0):
@@ -32,7 +32,7 @@ def test_speed_perturbation_is_exactly_torchaudios_resampling():
 
 def test_a_coprime_rate_is_resampled_as_the_nearby_rate_and_says_so(caplog):
     """47999 -> 16000 Hz would need a 768-million-tap kernel (45 s, 13 GB for 1.3 s): it goes as 48000 Hz."""
-    from asrtrain.data.audio import resample_ratio
+    from asrtrain.data.resample import resample_ratio
     x = _noise(1.3, 47999)
     with caplog.at_level(logging.INFO):
         y = resample_to(x, 47999, 16000)
