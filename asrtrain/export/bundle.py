@@ -15,7 +15,7 @@ Layout of OUT:
 - ``meta.json``: the graph's names and shapes, vocabulary size, blank id, subsampling, frame shift, the
   lexicon search's weights from the training config, the check's max difference, the asrtrain version; ``config.yaml``: the training config, for reference;
   ``lm.arpa`` and ``params.yaml`` when MODEL is a pack holding them.
-- ``MANIFEST.sha256``: every file's sha256 (:func:`asrtrain.transcribe.pack.verify` checks it).
+- ``MANIFEST.sha256``: every file's sha256 (:func:`asrtrain.transcribe.manifest.verify` checks it).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def export(model: Path, out: Path, fmt: str = "onnx", checkpoint: Optional[Path]
     from asrtrain.export import graph
     from asrtrain.features.cmvn import training_stats
     from asrtrain.text.tokenizer import Tokenizer
-    from asrtrain.transcribe.pack import verify, write_manifest
+    from asrtrain.transcribe.manifest import verify, write_manifest
 
     model, out = Path(model), Path(out)
     if fmt not in FORMATS:

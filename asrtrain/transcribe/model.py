@@ -74,7 +74,7 @@ class Transcriber:
         from asrtrain.features.cmvn import training_stats
         from asrtrain.text.tokenizer import Tokenizer
 
-        from asrtrain.transcribe.pack import verify
+        from asrtrain.transcribe.manifest import verify
 
         model = Path(model)
         verify(model)

@@ -110,7 +110,7 @@ class OnnxTranscriber(Transcriber):
         ``lm``: an ARPA word LM for the lexicon search (``params``: tune-lm's best.yaml)."""
         from asrtrain.decode.options import resolve_threads
         from asrtrain.text.tokenizer import Tokenizer
-        from asrtrain.transcribe.pack import verify
+        from asrtrain.transcribe.manifest import verify
 
         model = Path(model)
         if not model.is_dir():

@@ -5,24 +5,18 @@ Layout (the exp dir's names, so :class:`asrtrain.transcribe.model.Transcriber` l
 which loads without running code; :func:`asrtrain.decode.run.load_model` reads it where an exp dir has
 ``final.pt``), ``data.json`` (what training recorded of its data), ``cmvn_global.ark`` (global-CMVN
 models), ``lm.arpa`` and ``params.yaml`` when given, ``MODEL.md`` (a card: :func:`card`) and
-``MANIFEST.sha256`` (every file's sha256, verified by :func:`verify`).
+``MANIFEST.sha256`` (every file's sha256: :mod:`asrtrain.transcribe.manifest`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
 from typing import Optional
 
 from asrtrain.errors import AsrError
-
-MANIFEST = "MANIFEST.sha256"
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+from asrtrain.transcribe.manifest import MANIFEST, verify, write_manifest  # noqa: F401 - part of this API
 
 
 def pack(exp: Path, out: Path, lm: Optional[Path] = None, params: Optional[Path] = None,
@@ -65,12 +59,6 @@ def pack(exp: Path, out: Path, lm: Optional[Path] = None, params: Optional[Path]
     return out
 
 
-def write_manifest(model_dir: Path) -> None:
-    """``MANIFEST.sha256``: the sha256 of every file in ``model_dir`` (what :func:`verify` checks)."""
-    files = sorted(p for p in Path(model_dir).iterdir() if p.is_file() and p.name != MANIFEST)
-    (Path(model_dir) / MANIFEST).write_text("".join(f"{_sha(p)}  {p.name}\n" for p in files))
-
-
 def card(exp: Path, cfg, version: str, checkpoint: Optional[Path]) -> str:
     """MODEL.md: what the model is, from the exp dir (config, ``data.json`` that training writes,
     scoring files found under it)."""
@@ -111,17 +99,3 @@ def _data_line(d: dict) -> str:
     else:
         size = f"{hours:.2f} hours" if hours >= 0.1 else f"{hours * 60:.1f} minutes"
     return f"{d.get('name')}: {d.get('utterances')} utterances, {size}"
-
-
-def verify(model_dir: Path) -> None:
-    """Check a pack's files against its manifest (no-op for an exp dir, which has none)."""
-    model_dir = Path(model_dir)
-    manifest = model_dir / MANIFEST
-    if not manifest.is_file():
-        return
-    for no, line in enumerate(manifest.read_text().splitlines(), 1):
-        want, name = line.split(None, 1)
-        path = model_dir / name.strip()
-        if not path.is_file() or _sha(path) != want:
-            raise AsrError(f"{name.strip()} is missing or changed since packing", manifest, no,
-                           fix="re-copy the packed model")

@@ -93,3 +93,18 @@ def test_dither_is_added_at_the_trained_level_and_the_same_for_every_call(export
     assert np.array_equal(a, b)
     torch_engine = fbank(silence, 16000, tr.cfg.features, seed="transcribe")
     assert abs(float(a.mean()) - float(torch_engine.mean())) < 0.2 and a.std() > 0.3
+
+
+def test_an_export_with_a_bad_manifest_line_is_one_line_and_an_empty_line_is_skipped(exported, wavs, tmp_path):
+    import shutil
+    _, out = exported("stack")
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    with open(bad / "MANIFEST.sha256", "a") as fh:
+        fh.write("\n")
+    assert run("transcribe", "--engine", "onnx", bad, wavs[0]).exit_code == 0
+    n = len((bad / "MANIFEST.sha256").read_text().splitlines())
+    with open(bad / "MANIFEST.sha256", "a") as fh:
+        fh.write("garbage\n")
+    err = one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
+    assert f"MANIFEST.sha256:{n + 1}: not a manifest line" in err and "export the model again" in err
