@@ -9,7 +9,12 @@ What the reader takes (``sha256sum -c --strict`` takes the same lines):
 - empty lines (sha256sum skips them; so do we, and lines of blanks too).
 
 Anything else (a line of one word, a bad hash, bytes that are not UTF-8) is refused in one line naming
-``MANIFEST.sha256:LINE``. A directory without a manifest (an exp dir) is not checked.
+``MANIFEST.sha256:LINE``. A file asrtrain reads (:data:`CHECKED`) that is in the directory but not in the
+manifest is refused too (an ``lm.arpa`` or ``final.pt`` dropped into a pack would be loaded unchecked).
+
+A directory that is a pack or an export (:func:`kind`: it holds a file only they hold) but has no manifest
+is refused: deleting the manifest must not switch the check off. An exp dir (training output:
+``final.pt``, ``checkpoints/``) has none and is not checked.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ MANIFEST = "MANIFEST.sha256"
 #: Files only a pack holds (training writes neither), and files only an export holds.
 PACK_MARKS = ("model.safetensors", "MODEL.md")
 EXPORT_MARKS = ("meta.json", "model.onnx", "model.ts")
+#: Every file a loader of a pack or an export reads: present, it must be in the manifest.
+CHECKED = ("config.yaml", "tokenizer.model", "model.safetensors", "final.pt", "cmvn_global.ark", "lm.arpa",
+           "params.yaml", "data.json", "model.onnx", "model.ts", "fbank.json", "cmvn.json", "tokens.txt",
+           "meta.json")
 _LINE = re.compile(r"([0-9a-fA-F]{64}) [ *](.+)")
 
 
@@ -84,16 +93,23 @@ def read_manifest(model_dir: Path) -> Dict[str, tuple]:
 
 
 def verify(model_dir: Path) -> None:
-    """Check a pack's or an export's files against its manifest (no-op for an exp dir, which has none).
-    Every refusal is one line with the fix."""
+    """Check a pack's or an export's files against its manifest; an exp dir (no manifest, and no file
+    only a pack or an export holds) is not checked. Every refusal is one line with the fix."""
     model_dir = Path(model_dir)
     manifest = model_dir / MANIFEST
     what = kind(model_dir)
     if not manifest.is_file():
-        return
+        if what is None:
+            return
+        raise AsrError(f"no {MANIFEST}: this is {'an export' if what == 'export' else 'a pack'}, and without "
+                       "its manifest a changed file would go unnoticed", model_dir, fix=_fix(what))
     listed = read_manifest(model_dir)
     since = "it was exported" if what == "export" else "packing"
     for name, (want, no) in listed.items():
         path = model_dir / name
         if not path.is_file() or sha256_of(path) != want:
             raise AsrError(f"{name} is missing or changed since {since}", manifest, no, fix=_fix(what))
+    extra = [n for n in CHECKED if n not in listed and (model_dir / n).is_file()]
+    if extra:
+        raise AsrError(f"{extra[0]} is not in the manifest: it was added after {since}", model_dir / extra[0],
+                       fix=f"remove it, or {_fix(what)}")

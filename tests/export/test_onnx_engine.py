@@ -60,9 +60,11 @@ def test_a_changed_or_missing_model_onnx_is_refused_in_one_line(exported, wavs, 
     assert "model.onnx is missing or changed" in one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
     (bad / "model.onnx").unlink()
     assert "model.onnx is missing or changed" in one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
-    (bad / "MANIFEST.sha256").unlink()  # no manifest to catch it: the engine's own checks
+    from asrtrain.transcribe.manifest import write_manifest
+    write_manifest(bad)  # a manifest without it: the engine's own checks
     assert "missing from the export" in one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
     (bad / "model.onnx").write_bytes(b"\x08\x07garbage")
+    write_manifest(bad)
     assert "onnxruntime cannot load it" in one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
 
 
@@ -108,3 +110,13 @@ def test_an_export_with_a_bad_manifest_line_is_one_line_and_an_empty_line_is_ski
         fh.write("garbage\n")
     err = one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
     assert f"MANIFEST.sha256:{n + 1}: not a manifest line" in err and "export the model again" in err
+
+
+def test_an_export_without_its_manifest_is_refused(exported, wavs, tmp_path):
+    import shutil
+    _, out = exported("stack")
+    bad = tmp_path / "nomanifest"
+    shutil.copytree(out, bad)
+    (bad / "MANIFEST.sha256").unlink()
+    err = one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
+    assert "no MANIFEST.sha256: this is an export" in err and "export the model again" in err

@@ -3,6 +3,7 @@
 import shutil
 
 import numpy as np
+import pytest
 import soundfile as sf
 import torch
 
@@ -49,12 +50,40 @@ def test_a_pack_whose_file_changed_is_refused_in_one_line(exp, tmp_path):
 
 
 def test_a_cut_safetensors_file_is_one_line(exp, tmp_path):
-    from asrtrain.transcribe.pack import MANIFEST, pack
+    from asrtrain.transcribe.pack import pack, write_manifest
     from tests.helpers.cli_helpers import one_error, run
     packed = pack(exp, tmp_path / "model")
     data = (packed / "model.safetensors").read_bytes()
     (packed / "model.safetensors").write_bytes(data[: len(data) // 2])
-    (packed / MANIFEST).unlink()  # past the manifest check: the reader itself names the file
+    write_manifest(packed)  # a manifest that matches the cut file: the reader itself names the file
     sf.write(tmp_path / "a.wav", np.zeros(16000, np.float32), 16000)
     err = one_error(run("transcribe", packed, tmp_path / "a.wav"))
     assert "model.safetensors" in err and "not a safetensors file" in err
+
+
+def test_a_pack_without_its_manifest_is_refused_and_an_exp_dir_is_not_checked(exp, tmp_path):
+    import asrtrain
+    from asrtrain.errors import AsrError
+    from asrtrain.transcribe.pack import MANIFEST, pack
+    from tests.helpers.cli_helpers import one_error, run
+    packed = pack(exp, tmp_path / "model")
+    (packed / MANIFEST).unlink()
+    sf.write(tmp_path / "a.wav", np.zeros(16000, np.float32), 16000)
+    for res in (run("transcribe", packed, tmp_path / "a.wav"), run("export", packed, tmp_path / "out")):
+        err = one_error(res)
+        assert f"no {MANIFEST}: this is a pack" in err and "pack the model again" in err
+    with pytest.raises(AsrError, match=f"no {MANIFEST}"):
+        asrtrain.Transcriber.load(packed)
+    assert not (tmp_path / "out").exists()
+    assert run("transcribe", exp, tmp_path / "a.wav").exit_code == 0  # an exp dir has no manifest to check
+
+
+@pytest.mark.parametrize("added", ["lm.arpa", "final.pt"])
+def test_a_file_dropped_into_a_pack_after_packing_is_refused(exp, tmp_path, added):
+    from asrtrain.transcribe.pack import pack
+    from tests.helpers.cli_helpers import one_error, run
+    packed = pack(exp, tmp_path / "model")
+    shutil.copy(exp / "final.pt", packed / "final.pt") if added == "final.pt" else \
+        (packed / "lm.arpa").write_text("\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0 yes\n\n\\end\\\n")
+    sf.write(tmp_path / "a.wav", np.zeros(16000, np.float32), 16000)
+    assert f"{added} is not in the manifest" in one_error(run("transcribe", packed, tmp_path / "a.wav"))
