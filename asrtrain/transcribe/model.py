@@ -69,7 +69,6 @@ class Transcriber:
         """``model``: an exp dir (config.yaml, tokenizer.model, final.pt) or a pack (model.safetensors).
         ``lm``: an ARPA word LM for decode's lexicon search; ``params``: tune-lm's best.yaml for its
         weights, beam, OOV penalty and, for a joint CTC/attention model, attention rescoring."""
-        from asrtrain.decode.lexicon_search import lexicon_search
         from asrtrain.decode.run import load_model
         from asrtrain.features.cmvn import training_stats
         from asrtrain.text.tokenizer import Tokenizer
@@ -81,28 +80,13 @@ class Transcriber:
         if lm is None and (model / "lm.arpa").is_file():
             lm = model / "lm.arpa"
             params = params or ((model / "params.yaml") if (model / "params.yaml").is_file() else None)
-        if params is not None and lm is None:
-            raise AsrError("--params is for the lexicon search", params, fix="pass --lm LM.arpa as well")
+        check_params_have_lm(lm, params)
         cfg, net = load_model(model, checkpoint, device)
         if cfg.model.loss != "ctc":
             raise AsrError("this model was trained with CE targets; transcribe needs a CTC model", model)
         tok = Tokenizer(model / "tokenizer.model")
         stats = training_stats(model, cfg.features.cmvn, cmvn_stats)
-        search, att = None, 0.0
-        if lm is not None:
-            d = cfg.decode
-            lw, wb, beam, oov, nbest = d.lm_weight, d.word_bonus, d.beam_size, None, 1
-            if params is not None:
-                from asrtrain.decode.tune import read_params
-                p = read_params(params)
-                lw, wb, beam, oov = p["lm_weight"], p["word_bonus"], p["beam_size"], p["oov_penalty"]
-                att, nbest = p["att_rescore"], p["nbest"]
-            if att > 0:
-                from asrtrain.decode.rescore import check_rescorable
-                check_rescorable(net, model)
-            search = lexicon_search(tok, Path(lm), None, beam, lw, wb, "ours", oov, nbest if att > 0 else 1)
-            log.info("transcribe: lexicon search (lm %s, lm_weight %g, word_bonus %g, beam %d)%s", lm, lw, wb,
-                     beam, f", attention rescoring of the {nbest}-best (weight {att:g})" if att > 0 else "")
+        search, att = lexicon_for(cfg, net, tok, model, lm, params)
         return cls(cfg, net, tok, stats, search, max_segment_s, att, cfg.decode.batch_frames)
 
     def raw_features(self, wave: np.ndarray) -> np.ndarray:
@@ -254,3 +238,34 @@ class Transcriber:
                                          batch_frames or self.batch_frames)
         return transcribe_many(self, inputs, channel, speaker_stats or {}, batch_size,
                                batch_frames or self.batch_frames)
+
+
+def check_params_have_lm(lm: Optional[Path], params: Optional[Path]) -> None:
+    """``params`` (tune-lm's best.yaml) weigh the lexicon search: refuse them without an LM."""
+    if params is not None and lm is None:
+        raise AsrError("--params is for the lexicon search", params, fix="pass --lm LM.arpa as well")
+
+
+def lexicon_for(cfg, net, tok, model: Path, lm: Optional[Path], params: Optional[Path]):
+    """``(search, att_rescore)`` as :meth:`Transcriber.load` makes them: ``(None, 0.0)`` without ``lm``,
+    else decode's lexicon search over ``lm`` with the config's decode weights or ``params``' (tune-lm's
+    best.yaml: weights, beam, OOV penalty and, for a joint model, attention rescoring of its n-best).
+    ``asrtrain pack`` runs it on the LM and params it packs, so a pack that would not load is not written."""
+    if lm is None:
+        return None, 0.0
+    from asrtrain.decode.lexicon_search import lexicon_search
+
+    d = cfg.decode
+    lw, wb, beam, oov, nbest, att = d.lm_weight, d.word_bonus, d.beam_size, None, 1, 0.0
+    if params is not None:
+        from asrtrain.decode.tune import read_params
+        p = read_params(params)
+        lw, wb, beam, oov = p["lm_weight"], p["word_bonus"], p["beam_size"], p["oov_penalty"]
+        att, nbest = p["att_rescore"], p["nbest"]
+    if att > 0:
+        from asrtrain.decode.rescore import check_rescorable
+        check_rescorable(net, model)
+    search = lexicon_search(tok, Path(lm), None, beam, lw, wb, "ours", oov, nbest if att > 0 else 1)
+    log.info("lexicon search (lm %s, lm_weight %g, word_bonus %g, beam %d)%s", lm, lw, wb, beam,
+             f", attention rescoring of the {nbest}-best (weight {att:g})" if att > 0 else "")
+    return search, att

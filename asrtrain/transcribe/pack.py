@@ -29,10 +29,16 @@ def pack(exp: Path, out: Path, lm: Optional[Path] = None, params: Optional[Path]
     from asrtrain.model.stamp import STAMP_KEY, config_stamp
     from asrtrain.train.data_record import DATA_RECORD
 
+    from asrtrain.text.tokenizer import Tokenizer
+    from asrtrain.transcribe.model import check_params_have_lm, lexicon_for
+
     exp, out = Path(exp), Path(out)
     if out.exists():
         raise AsrError("exists already", out, fix="give a new directory, or remove it")
+    check_params_have_lm(lm, params)
     cfg, model = load_model(exp, checkpoint, "cpu")
+    # the readers transcribe uses, on the files given: a pack that would not load is not written
+    lexicon_for(cfg, model, Tokenizer(exp / "tokenizer.model"), exp, lm, params)
     stage = staging_dir(out)
     try:
         shutil.copy(exp / "config.yaml", stage / "config.yaml")

@@ -87,3 +87,22 @@ def test_a_file_dropped_into_a_pack_after_packing_is_refused(exp, tmp_path, adde
         (packed / "lm.arpa").write_text("\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0 yes\n\n\\end\\\n")
     sf.write(tmp_path / "a.wav", np.zeros(16000, np.float32), 16000)
     assert f"{added} is not in the manifest" in one_error(run("transcribe", packed, tmp_path / "a.wav"))
+
+
+def test_pack_reads_its_lm_and_params_as_transcribe_does_and_refuses_bad_ones(exp, tmp_path):
+    from asrtrain.lm.ngram import train_ngram
+    from tests.helpers.cli_helpers import one_error, run
+    train_ngram([["yes", "no"], ["go", "stop"]], order=2).write_arpa(tmp_path / "lm.arpa")
+    (tmp_path / "bad.arpa").write_text("lm bad\n")
+    (tmp_path / "typo.yaml").write_text("lm_wieght: 0.5\n")
+    (tmp_path / "nan.yaml").write_text("lm_weight: .nan\nword_bonus: 1\nbeam_size: 4\n")
+    err = one_error(run("pack", exp, tmp_path / "p1", "--lm", tmp_path / "bad.arpa"))
+    assert "bad.arpa" in err and "not an ARPA file" in err
+    err = one_error(run("pack", exp, tmp_path / "p2", "--lm", tmp_path / "lm.arpa", "--params", tmp_path / "typo.yaml"))
+    assert "typo.yaml" in err and "no 'lm_weight'" in err
+    err = one_error(run("pack", exp, tmp_path / "p3", "--lm", tmp_path / "lm.arpa", "--params", tmp_path / "nan.yaml"))
+    assert "nan.yaml:1" in err and "'lm_weight' must be a finite number" in err
+    err = one_error(run("pack", exp, tmp_path / "p4", "--params", tmp_path / "typo.yaml"))
+    assert "--params is for the lexicon search" in err and "--lm" in err
+    assert not any((tmp_path / f"p{i}").exists() for i in range(1, 5))
+    assert run("pack", exp, tmp_path / "ok", "--lm", tmp_path / "lm.arpa").exit_code == 0
