@@ -100,6 +100,11 @@ def _read_safetensors(path: Path, map_location: Any) -> Tuple[Dict[str, torch.Te
     return {k: v.to(map_location) for k, v in state.items()}, meta
 
 
+def safetensors_metadata(path: Path) -> Dict[str, str]:
+    """The string metadata of a safetensors file (``{}`` when it holds none)."""
+    return _read_safetensors(Path(path), "cpu")[1]
+
+
 def load_with_payload(path: Path, map_location: Any = "cpu") -> Tuple[Dict[str, Any], Any]:
     """(model state dict, the file's payload for :func:`asrtrain.model.stamp.check_stamp`): a
     :func:`save_checked` file's whole dict, or for a safetensors file ``{"config": ...}`` from its

@@ -323,7 +323,7 @@ def average_exp(exp_dir: Path, k: Optional[int] = None, out: Optional[Path] = No
         raise AsrError("exists already; average does not replace a model file", path,
                        fix="add --force to replace it, or give another --out")
     model, stamp = _average(exp_dir, asked, device)
-    payload: Dict[str, Any] = {"model": model, "averaged": asked}
+    payload: Dict[str, Any] = {"model": model, "averaged": asked, "epochs": epoch_of(found[-1])}
     if stamp is not None:
         _check_exp_config(exp_dir, stamp, epoch_checkpoints(exp_dir)[-1])
         payload[STAMP_KEY] = stamp

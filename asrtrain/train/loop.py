@@ -354,7 +354,10 @@ def write_final(job: TrainJob, model) -> Path:
         raise AsrError(f"the final model has non-finite weights ({', '.join(bad[:3])}); final.pt not written",
                        job.exp_dir / "checkpoints", fix="resume from an earlier epoch with a lower train.lr")
     path = job.exp_dir / "final.pt"
-    ckpt.save_checked({"model": state, "averaged": k, STAMP_KEY: config_stamp(job.cfg)}, path)
+    done = ckpt.epoch_checkpoints(job.exp_dir)
+    epochs = ckpt.epoch_of(done[-1]) if done else job.cfg.train.epochs  # what ran (pack's card reads it)
+    ckpt.save_checked({"model": state, "averaged": k, "epochs": epochs,
+                       STAMP_KEY: config_stamp(job.cfg)}, path)
     log.info("final model (average of the last %d epoch(s)) -> %s", max(1, k), path)
     return path
 

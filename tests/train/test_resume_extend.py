@@ -168,6 +168,7 @@ def test_average_defaults_to_the_runs_average_last_and_a_new_file(two_epochs, tm
     assert r.stdout.strip() == str(exp / "avg2.pt")
     assert sha(exp / "final.pt") == final
     assert model(exp / "avg2.pt")["averaged"] == 2
+    assert model(exp / "avg2.pt")["epochs"] == 2 == model(exp / "final.pt")["epochs"]  # pack's card reads them
     a, b = model(exp / "avg2.pt")["model"], model(exp / "final.pt")["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)  # the same average train made
     # run again: the file is there, and is not replaced without --force
