@@ -64,6 +64,8 @@ def reporting_no_space(path: PathLike) -> Iterator[None]:
 def atomic_open(path: Path, mode: str = "w", encoding: str = "utf-8") -> Iterator[IO]:
     """Open a temp file beside ``path``; on success it replaces ``path`` atomically."""
     path = Path(path)
+    if path.is_dir():  # named here: os.replace would name the temp file
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     with reporting_no_space(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))

@@ -37,6 +37,8 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
 
     exp_dir = Path(exp_dir)
     cfg_path = exp_dir / "config.yaml"
+    if not exp_dir.exists():
+        raise AsrError("no such directory", exp_dir, fix="give an exp dir or a pack")
     if not cfg_path.is_file():
         raise AsrError("not an exp dir (no config.yaml)", exp_dir, fix="train with asrtrain train --exp-dir")
     cfg = load_config(cfg_path)
@@ -47,6 +49,7 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
         raise AsrError("is a directory, not a model file", path,
                        fix="pass a model file, e.g. EXP/final.pt or EXP/checkpoints/epoch-0003.rank0.pt")
     if not path.is_file():
+        _refuse_export(exp_dir, checkpoint)
         raise AsrError("model file not found", path, fix="finish training, or run asrtrain average EXP")
     where = resolve_device(device)
     state, payload = load_with_payload(path, where)
@@ -65,6 +68,20 @@ def load_model(exp_dir: Path, checkpoint: Optional[Path] = None, device: str = "
                        path, fix="decode with the exp dir the model was trained in") from None
     model.eval()
     return cfg, model
+
+
+def _refuse_export(model_dir: Path, checkpoint: Optional[Path]) -> None:
+    """An ``asrtrain export`` dir holds a graph, not the weights torch loads: say so (and what runs it)
+    rather than that ``final.pt`` is missing."""
+    from asrtrain.transcribe.manifest import kind
+
+    if checkpoint is not None or kind(model_dir) != "export":
+        return
+    if (model_dir / "model.ts").is_file():
+        raise AsrError("is a TorchScript export (asrtrain export), not a model dir asrtrain loads", model_dir,
+                       fix="give the pack or exp dir it was exported from (load model.ts with torch.jit.load)")
+    raise AsrError("is an ONNX export (asrtrain export), not a model dir the torch engine loads", model_dir,
+                   fix="transcribe it with --engine onnx, or give the pack or exp dir it was exported from")
 
 
 def check_out_ark(data_dir: Path, out_ark: Path) -> None:

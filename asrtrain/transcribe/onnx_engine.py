@@ -110,11 +110,16 @@ class OnnxTranscriber(Transcriber):
         ``lm``: an ARPA word LM for the lexicon search (``params``: tune-lm's best.yaml)."""
         from asrtrain.decode.options import resolve_threads
         from asrtrain.text.tokenizer import Tokenizer
-        from asrtrain.transcribe.manifest import verify
+        from asrtrain.transcribe.manifest import kind, verify
 
         model = Path(model)
         if not model.is_dir():
             raise AsrError("not a directory", model, fix="give the directory asrtrain export --format onnx wrote")
+        if not (model / META_JSON).is_file() and (kind(model) == "pack" or (model / "final.pt").is_file()):
+            what = "a pack" if kind(model) == "pack" else "an exp dir"
+            raise AsrError(f"is {what}, not an ONNX export (the onnx engine runs the model.onnx of asrtrain "
+                           "export)", model, fix=f"asrtrain export {model} OUT --format onnx, then transcribe "
+                           "--engine onnx OUT; or drop --engine onnx (the torch engine reads it)")
         meta = _read_json(model / META_JSON)
         if meta.get("layout") != LAYOUT:
             raise AsrError("not an asrtrain export", model / META_JSON, fix="asrtrain export MODEL OUT --format onnx")

@@ -57,7 +57,9 @@ def test_a_changed_or_missing_model_onnx_is_refused_in_one_line(exported, wavs, 
     shutil.copytree(out, bad)
     with open(bad / "model.onnx", "ab") as fh:
         fh.write(b"x")
-    assert "model.onnx is missing or changed" in one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
+    err = one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
+    assert "model.onnx is missing or changed since it was exported" in err and "export the model again" in err
+    assert "packing" not in err and "packed" not in err
     (bad / "model.onnx").unlink()
     assert "model.onnx is missing or changed" in one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
     from asrtrain.transcribe.manifest import write_manifest
@@ -71,7 +73,28 @@ def test_a_changed_or_missing_model_onnx_is_refused_in_one_line(exported, wavs, 
 def test_a_torchscript_export_or_an_exp_dir_is_refused_by_the_onnx_engine_in_one_line(exported, wavs):
     exp, ts = exported("stack", "torchscript")
     assert "torchscript export" in one_error(run("transcribe", "--engine", "onnx", ts, wavs[0]))
-    assert "meta.json" in one_error(run("transcribe", "--engine", "onnx", exp, wavs[0]))
+    err = one_error(run("transcribe", "--engine", "onnx", exp, wavs[0]))
+    assert "is an exp dir, not an ONNX export" in err and "asrtrain export" in err
+
+
+def test_a_pack_given_to_the_onnx_engine_and_an_export_to_the_torch_engine_say_what_they_are(exported, wavs,
+                                                                                              tmp_path):
+    import asrtrain
+    from asrtrain.errors import AsrError
+    from asrtrain.transcribe.pack import pack
+    exp, onnx_dir = exported("stack")
+    _, ts_dir = exported("stack", "torchscript")
+    packed = pack(exp, tmp_path / "pack")
+    err = one_error(run("transcribe", "--engine", "onnx", packed, wavs[0]))
+    assert "is a pack, not an ONNX export" in err and f"asrtrain export {packed} OUT --format onnx" in err
+    err = one_error(run("transcribe", onnx_dir, wavs[0]))
+    assert "is an ONNX export" in err and "--engine onnx" in err and "final.pt" not in err
+    with pytest.raises(AsrError, match="is an ONNX export"):
+        asrtrain.Transcriber.load(onnx_dir)
+    err = one_error(run("transcribe", ts_dir, wavs[0]))
+    assert "is a TorchScript export" in err and "exported from" in err
+    err = one_error(run("export", onnx_dir, tmp_path / "again"))
+    assert "is an ONNX export" in err
 
 
 def test_audio_at_another_rate_is_refused_not_resampled(exported):
