@@ -143,8 +143,14 @@ def write_speaker(out_dir: PathLike, stats: Dict[str, np.ndarray], scp_dir: Path
 
 def training_stats(model_dir: Path, cmvn: str, cmvn_stats: Optional[Path] = None) -> Optional[np.ndarray]:
     """The global CMVN stats a model was trained with ([2, D+1]; ``MODEL/cmvn_global.ark``, which training
-    copies into the exp dir, or ``cmvn_stats``); None for a model whose ``features.cmvn`` is not global."""
+    copies into the exp dir, or ``cmvn_stats``); None for a model whose ``features.cmvn`` is not global,
+    which refuses ``cmvn_stats`` (as ``transcribe --utt2spk`` is refused for a global-CMVN model)."""
     if cmvn != "global":
+        if cmvn_stats is not None:
+            how = ("normalises each file with its own stats, or each speaker's with --utt2spk"
+                   if cmvn == "speaker" else "uses no CMVN")
+            raise AsrError(f"--cmvn-stats is for a model trained with global CMVN; this model's CMVN is {cmvn}",
+                           cmvn_stats, fix=f"drop --cmvn-stats (this model {how})")
         return None
     path = Path(cmvn_stats) if cmvn_stats else Path(model_dir) / "cmvn_global.ark"
     if not path.is_file():
