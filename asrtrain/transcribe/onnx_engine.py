@@ -120,13 +120,13 @@ class OnnxTranscriber(Transcriber):
             raise AsrError(f"is {what}, not an ONNX export (the onnx engine runs the model.onnx of asrtrain "
                            "export)", model, fix=f"asrtrain export {model} OUT --format onnx, then transcribe "
                            "--engine onnx OUT; or drop --engine onnx (the torch engine reads it)")
+        verify(model)  # first: every file read below is the one exported
         meta = _read_json(model / META_JSON)
         if meta.get("layout") != LAYOUT:
             raise AsrError("not an asrtrain export", model / META_JSON, fix="asrtrain export MODEL OUT --format onnx")
         if meta.get("format") != "onnx":
             raise AsrError(f"is a {meta.get('format')} export; the onnx engine runs {FORMATS['onnx']}", model,
                            fix="export with --format onnx, or transcribe with the torch engine")
-        verify(model)
         graph = model / FORMATS["onnx"]
         if not graph.is_file():
             raise AsrError("missing from the export", graph, fix="export the model again (asrtrain export)")

@@ -143,3 +143,13 @@ def test_an_export_without_its_manifest_is_refused(exported, wavs, tmp_path):
     (bad / "MANIFEST.sha256").unlink()
     err = one_error(run("transcribe", "--engine", "onnx", bad, wavs[0]))
     assert "no MANIFEST.sha256: this is an export" in err and "export the model again" in err
+
+
+def test_a_changed_meta_json_is_caught_by_the_manifest_before_it_is_read(exported, wavs, tmp_path):
+    import shutil
+    _, out = exported("stack")
+    bad = tmp_path / "meta"
+    shutil.copytree(out, bad)
+    (bad / "meta.json").write_text((bad / "meta.json").read_text()[:-5])
+    assert "meta.json is missing or changed since it was exported" in one_error(
+        run("transcribe", "--engine", "onnx", bad, wavs[0]))
