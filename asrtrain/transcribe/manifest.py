@@ -2,11 +2,12 @@
 in ``sha256sum`` format, written by :func:`write_manifest` and checked by :func:`verify`, the one reader the
 torch engine, the onnx engine, ``pack`` and ``export`` share. Imports no torch.
 
-What the reader takes (``sha256sum -c --strict`` takes the same lines):
+What the reader takes (what ``sha256sum -c --strict`` takes, and lines of blanks, which it calls
+improperly formatted):
 
 - ``<64 hex digits>  <name>`` (or ``<hex> *<name>``, sha256sum's binary marker), one file a line, the
   name a file of the directory itself (no ``/``, no ``..``), each name once;
-- empty lines (sha256sum skips them; so do we, and lines of blanks too).
+- empty lines and lines of blanks: skipped (sha256sum skips empty lines).
 
 Anything else (a line of one word, a bad hash, bytes that are not UTF-8) is refused in one line naming
 ``MANIFEST.sha256:LINE``. A file asrtrain reads (:data:`CHECKED`) that is in the directory but not in the
