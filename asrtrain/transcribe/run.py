@@ -41,7 +41,7 @@ def transcribe_inputs(transcriber, items: List[str], fmt: str = "text", out: Opt
         if isinstance(res, AsrError):
             failed.append((spec, res))
             if len(pairs) > 1:
-                log.error("%s: %s", spec, res.render())
+                log.error("%s", _named(spec, res))
             continue
         audio_s += res.segments[-1][1] if res.segments else 0.0
         if fmt == "json":
@@ -76,7 +76,13 @@ def failure(failed: List[tuple], total: int) -> AsrError:
         named = spec in err.render() or err.path is not None
         return AsrError(err.message, err.path if named else spec, err.line, err.fix)
     return AsrError(f"{len(failed)} of {total} inputs could not be transcribed (each is named above; the "
-                    f"first, {spec}: {err.render()})", fix="fix or leave out the inputs named above")
+                    f"first: {_named(spec, err)})", fix="fix or leave out the inputs named above")
+
+
+def _named(spec: str, err: AsrError) -> str:
+    """An input's error, led by the input unless the error names it already."""
+    text = err.render()
+    return text if spec in text else f"{spec}: {text}"
 
 
 def _speakers(transcriber, pairs, utt2spk: Path) -> dict:

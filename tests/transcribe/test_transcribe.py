@@ -74,6 +74,9 @@ def test_cli_bad_files_get_one_line_each_and_the_good_ones_are_transcribed(exp, 
         errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
         assert sum(b in ln.split(":")[0] for ln in errors) == 1, (b, errors)
     assert len(errors) == len(bad)
+    for b in bad:  # each error line names its file once (it read "x.wav: x.wav: ..." where the error named it)
+        line = next(ln for ln in errors if b in ln)
+        assert line.count(b) == 1, line
     rows = [json.loads(ln) for ln in out.read_text().splitlines()]
     assert [r["utt"] for r in rows] == ["good"] and "words" in rows[0]
 
