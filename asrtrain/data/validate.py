@@ -103,6 +103,12 @@ def _cross_check(path: Path, tables: Dict[str, dict], lines) -> List[Problem]:
                 problems.append(Problem(str(path / "segments"), lines["segments"].get(utt),
                                         f"recording '{seg.rec}' of utterance '{utt}' is not in wav.scp",
                                         f"add it to wav.scp, or {FIX} drops the segment", (utt,)))
+        used = {seg.rec for seg in segments.values()}
+        for rec in wav:  # validate_data_dir.sh refuses recording ids that segments and wav.scp do not share
+            if rec not in used:
+                problems.append(Problem(str(path / "wav.scp"), lines["wav.scp"].get(rec),
+                                        f"recording '{rec}' is used by no segment",
+                                        f"add its segments, or {FIX} drops the recording", ()))
     r2fc = tables.get("reco2file_and_channel")
     if r2fc is not None and wav is not None:
         for rec in wav:

@@ -81,6 +81,25 @@ def test_fix_drops_the_segments_of_an_unreadable_recording(data):
     assert f"{recs[0]}-a wav.scp:1: cannot read audio file" in report
 
 
+def test_a_recording_no_segment_uses_is_named_and_fix_drops_it(data):
+    """validate_data_dir.sh refuses a wav.scp recording that segments never names; so do we, and fix
+    drops it as fix_data_dir.sh does."""
+    wav = (data / "wav.scp").read_text().splitlines()
+    recs = [ln.split()[0] for ln in wav]
+    used = recs[1:]
+    (data / "segments").write_text("".join(f"{r}-a {r} 0.0 0.2\n" for r in used))
+    (data / "utt2spk").write_text("".join(f"{r}-a {r.split('-')[0]}\n" for r in used))
+    (data / "text").write_text("".join(f"{r}-a one\n" for r in used))
+    (data / "spk2utt").unlink()
+    r = run("data", "fix", data)
+    assert r.exit_code == 0, r.output
+    assert find_problems(data) == [] and recs[0] not in read_datadir(data).wav_scp
+    (data / "wav.scp").write_text("\n".join(wav) + "\n")  # the unused recording back
+    assert f"{data}/wav.scp:1: recording '{recs[0]}' is used by no segment" in one_error(run("data", "validate", data))
+    assert run("data", "fix", data).exit_code == 0
+    assert find_problems(data) == [] and recs[0] not in read_datadir(data).wav_scp
+
+
 # -- utterances shorter than one feature frame (25 ms, features.frame_length's default) ------------------
 def _shorten(path, samples):
     x, rate = sf.read(path, dtype="int16")
