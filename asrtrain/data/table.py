@@ -57,7 +57,8 @@ def read_table(path: Union[str, Path], min_fields: int = 2, allow_dups: bool = F
         key = parts[0]
         if key in out and not allow_dups:
             raise AsrError(f"duplicate id '{key}'", path, no,
-                           fix="asrtrain data fix DIR removes duplicates")
+                           fix=f"keep one line per id (for a data dir, asrtrain data fix {Path(path).parent} "
+                               "keeps the first)")
         out[key] = parts[1].strip() if len(parts) > 1 else ""
     return out
 
