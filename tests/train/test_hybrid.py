@@ -42,6 +42,11 @@ def test_alignments_to_ce_training_to_loglikes(tmp_path):
     # CE models are not decoded by our CTC search
     r = CliRunner().invoke(cli, ["decode", str(exp), str(feats), str(tmp_path / "dec")])
     assert r.exit_code == 1 and "latgen-faster-mapped" in r.output
+    # nor packed for transcribe (which decodes CTC models only): refused before anything is written
+    (exp / "tokenizer.model").write_bytes(b"")  # whatever the exp dir holds, the loss decides
+    r = CliRunner().invoke(cli, ["pack", str(exp), str(tmp_path / "pack")])
+    assert r.exit_code == 1 and "CE targets" in r.output and "latgen-faster-mapped" in r.output, r.output
+    assert not (tmp_path / "pack").exists()
 
 
 def test_missing_alignments_is_a_clear_error(tmp_path):
