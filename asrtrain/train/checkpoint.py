@@ -242,8 +242,21 @@ def epoch_of(path: Path) -> int:
     return int(re.findall(r"epoch-(\d+)", path.name)[0])
 
 
+_EPOCH_NAME = re.compile(r"epoch-\d+\.rank0\.pt")
+
+
 def epoch_checkpoints(exp_dir: Path) -> List[Path]:
-    return sorted(ckpt_dir(exp_dir).glob("epoch-*.rank0.pt"), key=epoch_of)
+    """Learner 0's ``epoch-NNNN.rank0.pt`` checkpoints, oldest first. Other files that the glob matches
+    (a user's ``epoch-best.rank0.pt`` copy) are not training's and are left out, with a warning."""
+    found = ckpt_dir(exp_dir).glob("epoch-*.rank0.pt")
+    ours, other = [], []
+    for p in found:
+        (ours if _EPOCH_NAME.fullmatch(p.name) else other).append(p)
+    if other:
+        log.warning(
+            "%s: %d file(s) named like an epoch checkpoint but not epoch-NNNN.rank0.pt are not used, e.g. %s",
+            ckpt_dir(exp_dir), len(other), sorted(other)[0].name)
+    return sorted(ours, key=epoch_of)
 
 
 def average_last(exp_dir: Path, k: int, device: Optional[torch.device] = None) -> Dict[str, torch.Tensor]:

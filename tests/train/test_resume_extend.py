@@ -286,3 +286,14 @@ def test_exp_dir_is_required_without_print_config(data):
     tr, dv, tok = data
     r = run("train", "--train-data", tr, "--tokenizer", tok)
     assert r.exit_code == 2 and "Missing option '--exp-dir'" in r.output, r.output
+
+
+def test_a_stray_file_named_like_an_epoch_checkpoint_is_left_out_with_a_warning(two_epochs, tmp_path, caplog):
+    """A user's copy checkpoints/epoch-best.rank0.pt matched the glob but not epoch-NNNN: an IndexError
+    traceback from average (and anything else listing the epoch checkpoints)."""
+    exp = copy(two_epochs, tmp_path)
+    shutil.copy(exp / "checkpoints" / "epoch-0002.rank0.pt", exp / "checkpoints" / "epoch-best.rank0.pt")
+    r = run("average", exp, "--last", "2")
+    assert r.exit_code == 0, r.output
+    assert model(exp / "avg2.pt")["epochs"] == 2
+    assert "not epoch-NNNN.rank0.pt are not used, e.g. epoch-best.rank0.pt" in caplog.text
