@@ -54,3 +54,23 @@ def test_pieces_round_trip_and_an_unknown_character_is_the_unk_piece(tmp_path):
     r = CliRunner().invoke(cli, ["tokenizer", "decode", "--model", model, str(pieces)])
     assert r.exit_code == 0, r.output
     assert r.output == "a1 the dog\na2 the <unk> og\n"
+
+
+def test_encode_and_decode_read_a_pipe_on_stdin(tmp_path):
+    """TEXT_FILE defaults to - (stdin); a pipe was refused as 'a FIFO, not a regular file'."""
+    import subprocess
+    import sys
+    text = tmp_path / "text"
+    text.write_text("".join(f"u{i:03d} the lazy dog and the quick fox\n" for i in range(40)))
+    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(text), "--out", str(tmp_path / "t"),
+                                 "--model-type", "char"])
+    assert r.exit_code == 0, r.output
+    model = str(tmp_path / "t" / "tokenizer.model")
+    cmd = [sys.executable, "-m", "asrtrain", "tokenizer"]
+    enc = subprocess.run(cmd + ["encode", "--model", model, "--ids"], input="a1 the dog\n\na2 fox\n",
+                         capture_output=True, text=True, timeout=120)
+    assert enc.returncode == 0, enc.stderr
+    dec = subprocess.run(cmd + ["decode", "--model", model, "--ids"], input=enc.stdout,
+                         capture_output=True, text=True, timeout=120)
+    assert dec.returncode == 0, dec.stderr
+    assert dec.stdout == "a1 the dog\na2 fox\n"

@@ -45,7 +45,7 @@ def _apply(model: Path, infile: str, fn) -> None:
 
     tok = Tokenizer(model)
     path = Path("/dev/stdin") if infile == "-" else Path(infile)
-    for no, line in iter_lines(path):
+    for no, line in (_stdin_lines() if infile == "-" else iter_lines(path)):
         parts = line.split(maxsplit=1)
         try:
             out = fn(tok, parts[1] if len(parts) > 1 else '')
@@ -71,6 +71,20 @@ def encode_cmd(model: Path, ids: bool, text_file: str) -> None:
 def decode_cmd(model: Path, ids: bool, text_file: str) -> None:
     """Decode pieces (or ids) back into words, keeping the utterance ids."""
     _apply(model, text_file, lambda t, s: t.decode(_ints(s)) if ids else t.decode_pieces(s.split()))
+
+
+def _stdin_lines():
+    """``(line_no, line)`` of standard input (a pipe or a file), as :func:`iter_lines` gives a file's:
+    UTF-8, blank lines skipped, an invalid byte named with its line."""
+    from asrtrain.errors import AsrError
+    for no, raw in enumerate(sys.stdin.buffer, 1):
+        try:
+            line = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as err:
+            raise AsrError(f"not valid UTF-8 (byte {err.start + 1} of the line)", "stdin", no,
+                           fix="re-encode the input as UTF-8, e.g. iconv -f latin1 -t utf-8") from None
+        if line.strip():
+            yield no, line
 
 
 def _ints(text: str):

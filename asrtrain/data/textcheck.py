@@ -18,7 +18,7 @@ import re
 import unicodedata
 from typing import Dict, Optional
 
-RESERVED = ("<s>", "</s>")
+RESERVED = ("<s>", "</s>", "<eps>")  # <eps>: id 0 of Kaldi's words.txt, the empty symbol
 DISAMBIG = re.compile(r"#\d+")
 INVISIBLE = {"\u200b": "zero-width space", "\u200c": "zero-width non-joiner", "\u200d": "zero-width joiner",
              "\u2060": "word joiner", "\ufeff": "byte-order mark"}
@@ -33,8 +33,9 @@ def text_line_problem(line: str) -> Optional[str]:
                     f"(Kaldi's validate_text.pl refuses it)")
     for word in line.split()[1:]:
         if word in RESERVED or DISAMBIG.fullmatch(word):
-            return (f"the transcript holds '{word}', reserved for the LM's sentence boundaries and "
-                    f"disambiguation symbols (validate_data_dir.sh refuses <s>, </s> and #0)")
+            return (f"the transcript holds '{word}', reserved for the LM's sentence boundaries, epsilon and "
+                    f"disambiguation symbols (validate_data_dir.sh refuses <s>, </s> and #0; <eps> is id 0 "
+                    f"of Kaldi's words.txt)")
     return None
 
 

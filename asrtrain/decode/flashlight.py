@@ -113,7 +113,8 @@ class FlashlightSearch:
                 msg = str(err).split(" threw ", 1)[-1]  # drop KenLM's source path and signature
                 msg = " ".join(msg.split())[:200]
                 raise FlashlightUnsupported(f"flashlight's KenLM cannot load this LM ({msg})", lm,
-                                            fix="use --engine ours, or an LM of order >= 2") from None
+                                            fix="use --engine ours, or an LM of order 2 to 6 (KenLM's "
+                                                "default build reads up to 6)") from None
 
     def __call__(self, log_probs: np.ndarray) -> Tuple[List[int], List[int], float]:
         import torch

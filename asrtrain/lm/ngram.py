@@ -8,8 +8,9 @@ uniform distribution over the vocabulary). Written as ARPA, a seen n-gram's entr
 probability and a context's backoff weight is its interpolation weight, so any ARPA reader (SRILM,
 KenLM, Kaldi's ``arpa2fst``) computes the same probabilities as :meth:`NgramLM.logprob`.
 
-Sentences are wrapped in ``<s> ... </s>``; ``<unk>`` is in the vocabulary with its share of the uniform
-mass only.
+Sentences are wrapped in ``<s> ... </s>``; ``<unk>`` is always in the vocabulary: with its share of the
+uniform mass only, unless the text holds ``<unk>`` (a transcript's unknown word), which is then counted
+like any word. It is never one of the words a lexicon search may output (:attr:`NgramLM.vocab`).
 """
 
 from __future__ import annotations
@@ -215,6 +216,10 @@ def _arpa_entry(line: str, k: int, order: int, probs: Dict[Ngram, float], bows: 
         bows[ng] = bow
 
 
+#: Highest n-gram order ``train_ngram`` builds (KenLM's default build reads 6; SRILM's LMs seldom go past 5).
+MAX_ORDER = 10
+
+
 def read_sentences(text_path: Path) -> Iterable[List[str]]:
     """Word lists of a Kaldi text file (the first field, the utterance id, is dropped). A line that data
     validate refuses (``<s>``, ``</s>``, ``#0``, odd whitespace) is an AsrError: ``<s>`` inside a sentence
@@ -224,6 +229,7 @@ def read_sentences(text_path: Path) -> Iterable[List[str]]:
     from asrtrain.data.textcheck import PLAIN_TEXT_FIX, repeated_id, text_line_problem
 
     seen: Dict[str, int] = {}
+    empty = 0
     for no, line in iter_lines(Path(text_path)):
         bad = text_line_problem(line)
         if bad:
@@ -235,14 +241,19 @@ def read_sentences(text_path: Path) -> Iterable[List[str]]:
             raise AsrError(again, text_path, no, fix=PLAIN_TEXT_FIX)
         if len(parts) > 1:
             yield parts[1:]
+        else:
+            empty += 1
+    if empty:
+        log.info("%s: %d line(s) with an id and no words are not sentences of the LM", text_path, empty)
 
 
 def train_ngram(sentences: Iterable[Sequence[str]], order: int = 3,
                 source: Optional[Path] = None) -> NgramLM:
     """Interpolated modified Kneser-Ney n-gram model of ``order`` from word sequences (streamed: LM texts
     can be large); ``source``, the file they come from, is named when it holds none."""
-    if order < 1:
-        raise AsrError(f"--order must be >= 1, got {order}", fix="e.g. --order 3")
+    if not 1 <= order <= MAX_ORDER:
+        raise AsrError(f"--order must be 1 to {MAX_ORDER}, got {order}",
+                       fix="e.g. --order 3 (flashlight's KenLM reads up to 6)")
     counts: List[Dict[Ngram, int]] = [defaultdict(int) for _ in range(order)]
     n_sent = 0
     for words in sentences:
@@ -254,6 +265,10 @@ def train_ngram(sentences: Iterable[Sequence[str]], order: int = 3,
     if not n_sent:
         raise AsrError("no sentences to train a language model on", source,
                        fix="give a Kaldi text file with transcripts (<utt-id> <words...>)")
+    top = max(k for k in range(order) if counts[k]) + 1
+    if top < order:
+        log.warning("--order %d: the longest sentence gives %d-grams at most, so orders %d..%d of the LM are "
+                    "empty (a lower --order is the same model)", order, top, top + 1, order)
     # Lower orders: continuation counts N1+(. ng), the number of distinct words seen left of ng. The
     # n-grams starting with <s> have nothing to their left and keep the real counts counted above.
     for k in range(order - 1, 0, -1):

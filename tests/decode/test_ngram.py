@@ -99,3 +99,25 @@ def test_bigram_modified_kneser_ney_three_discounts_by_hand():
         assert math.isclose(10 ** lm.logprob10((h,), w), want, rel_tol=1e-9), (h, w, c)
         checked += 1
     assert checked > 50
+
+
+def test_order_is_bounded_and_empty_orders_are_said(tmp_path, caplog):
+    """--order 100000 on two sentences wrote 99,995 empty sections and said nothing."""
+    with pytest.raises(AsrError, match="--order must be 1 to 10, got 100000"):
+        train_ngram(CORPUS, 100000)
+    lm = train_ngram([["a", "b"]], 5)  # <s> a b </s>: 4-grams at most
+    assert lm.order == 5
+    assert "orders 5..5 of the LM are empty" in caplog.text
+
+
+def test_lm_text_refuses_eps_and_counts_id_only_lines_in_the_log(tmp_path, caplog):
+    import logging
+    from asrtrain.lm.ngram import read_sentences
+    text = tmp_path / "text"
+    text.write_text("u1 a <eps> b\n")
+    with pytest.raises(AsrError, match="holds '<eps>'"):
+        list(read_sentences(text))
+    text.write_text("u1 a b\nu2\nu3 c\n")
+    with caplog.at_level(logging.INFO):
+        assert list(read_sentences(text)) == [["a", "b"], ["c"]]
+    assert "1 line(s) with an id and no words are not sentences of the LM" in caplog.text
