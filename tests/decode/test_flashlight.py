@@ -116,6 +116,23 @@ def test_a_finished_word_cannot_be_held_over_two_frames():
 
 
 @needs_fl
+def test_a_model_that_holds_its_pieces_is_warned_of_once(caplog):
+    """The difference above turns into repeated or dropped words when a model's pieces last several frames
+    (an audit's one-piece-per-word tone model: every utterance wrong): the engine says so, once."""
+    pieces = ["<blank>", "<unk>", W + "the", W + "cat"]
+    row = {"b": [0.9, 0.01, 0.05, 0.04], "the": [0.03, 0.01, 0.95, 0.01], "cat": [0.03, 0.01, 0.01, 0.95]}
+    peaky = np.log(np.array([row["b"], row["the"], row["b"], row["cat"], row["b"]] * 20))
+    held = np.log(np.array([row["b"], row["the"], row["the"], row["the"], row["b"], row["cat"], row["cat"]] * 10))
+    fl = flashlight.FlashlightSearch(pieces, ["the", "cat"], lambda w: [pieces.index(W + w)], None, beam=8,
+                                     unk=1)
+    fl(peaky)
+    assert "holds a piece over consecutive frames" not in caplog.text  # one-frame peaks: no warning
+    fl(held)
+    fl(held)
+    assert caplog.text.count("holds a piece over consecutive frames") == 1
+
+
+@needs_fl
 def test_an_unfinished_last_word_is_left_out_as_ours_leaves_it_out():
     """When no hypothesis of the last beam ends at a word's end, flashlight lets all compete (decodeEnd)
     and leaves the unfinished word out of its words but not of its tokens; the engine drops its tokens,
