@@ -22,6 +22,10 @@ from asrtrain.errors import AsrError
 from asrtrain.config.yamlio import parse_override, read_yaml
 
 
+#: str keys whose value may be a number of steps or a word (``dist.period``: 4 or adaptive).
+NUMBER_OR_WORD = ("dist.period",)
+
+
 def coerce_value(value: Any, typ: Any, where: str, path: Optional[str], line: Optional[int]) -> Any:
     """Check ``value`` against a field type (bool, int, float, str), converting int -> float."""
     if typ is bool:
@@ -44,6 +48,8 @@ def coerce_value(value: Any, typ: Any, where: str, path: Optional[str], line: Op
     elif typ is str:
         if isinstance(value, str):
             return value
+        if where in NUMBER_OR_WORD and isinstance(value, int) and not isinstance(value, bool):
+            return str(value)  # YAML's `period: 4`, as the command line's --period 4
     else:
         return value
     name = typ.__name__

@@ -219,6 +219,10 @@ class TrainConfig:
                       f"(train.{name} = {getattr(self, name)})")
         _range("train.lr", self.lr, lo=0, fix="give the peak learning rate, e.g. 1e-3")
         _range("train.min_lr", self.min_lr, lo=0, fix="give the schedule's floor, e.g. 1e-5 (0 = none)")
+        if self.min_lr > self.lr:  # the floor would lift the rate above its own peak after warm-up
+            _fail("train.min_lr", f"train.min_lr = {self.min_lr:g} is above train.lr = {self.lr:g}: after "
+                  "warm-up the schedule would raise the rate to its floor",
+                  "set train.min_lr <= train.lr (train.min_lr=0: no floor)")
         _range("train.anneal_factor", self.anneal_factor, lo=0, hi=1, lo_open=True,
                fix="give the factor the rate is multiplied by every anneal_every_steps, e.g. 0.5")
         _range("train.anneal_every_steps", self.anneal_every_steps, lo=1)
@@ -371,8 +375,9 @@ def _range(name: str, value, lo=None, hi=None, lo_open: bool = False, hi_open: b
         bounds = " and ".join(b for b in (
             None if lo is None else f"{'>' if lo_open else '>='} {lo:g}",
             None if hi is None else f"{'<' if hi_open else '<='} {hi:g}") if b)
-        _fail(name, f"{name} = {value!r} must be {bounds or 'a finite number'}",
-              fix or f"set {name} within range")
+        what = (f"a finite number {bounds}" if bounds else "a finite number") if not math.isfinite(value) \
+            else bounds
+        _fail(name, f"{name} = {value!r} must be {what}", fix or f"set {name} within range")
 
 
 __all__ = ["Config", "FeatureConfig", "TokenizerConfig", "ModelConfig", "SpecAugConfig", "TrainConfig",

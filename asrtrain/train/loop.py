@@ -207,7 +207,7 @@ def step_or_skip(learner: Learner, strategy: Strategy, loss: torch.Tensor, t, st
                     loss_value if what == "loss" else norm_value, learner.bad_steps)
     if learner.bad_steps >= t.max_bad_steps:
         raise AsrError(f"{learner.bad_steps} steps in a row had a non-finite {what} (learner {strategy.rank}, "
-                       f"step {step}); training stopped before the model was damaged",
+                       f"step {step}); training stopped, none of those steps was applied",
                        fix="lower train.lr, check the features for NaN/Inf, or use train.precision=fp32")
     return None
 
@@ -352,7 +352,9 @@ def write_final(job: TrainJob, model) -> Path:
     bad = [n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
     if bad:
         raise AsrError(f"the final model has non-finite weights ({', '.join(bad[:3])}); final.pt not written",
-                       job.exp_dir / "checkpoints", fix="resume from an earlier epoch with a lower train.lr")
+                       job.exp_dir / "checkpoints",
+                       fix="train again with a lower train.lr: add --restart --set train.lr=... (--resume keeps "
+                           "the run's config, lr included)")
     path = job.exp_dir / "final.pt"
     done = ckpt.epoch_checkpoints(job.exp_dir)
     epochs = ckpt.epoch_of(done[-1]) if done else job.cfg.train.epochs  # what ran (pack's card reads it)

@@ -60,3 +60,23 @@ def test_string_override_is_not_read_as_a_yaml_number():
     assert load_config(None, ["dist.slowdown=1:4"]).dist.slowdown == "1:4"
     assert load_config(None, ["dist.slowdown='1:4'"]).dist.slowdown == "1:4"
     assert load_config(None, ["train.lr=2e-3"]).train.lr == 0.002
+
+
+def test_a_learning_rate_below_its_floor_is_refused(tmp_path):
+    """train.lr under train.min_lr warmed up to lr, then jumped above its own peak to min_lr."""
+    with pytest.raises(AsrError, match=r"train.min_lr = 1e-05 is above train.lr = 0: after warm-up") as err:
+        load_config(None, ["train.lr=0"])
+    assert "train.min_lr <= train.lr" in str(err.value)
+    assert load_config(None, ["train.lr=0", "train.min_lr=0"]).train.lr == 0
+    with pytest.raises(AsrError, match=r"train.lr = inf must be a finite number >= 0"):
+        load_config(None, ["train.lr=inf"])
+
+
+def test_dist_period_takes_a_yaml_integer(tmp_path):
+    """--period 4 on the command line, `period: 4` in YAML (it had to be quoted: "must be str, got 4")."""
+    p = tmp_path / "p.yaml"
+    p.write_text("dist:\n  strategy: periodic\n  period: 4\n")
+    assert load_config(p).dist.period == "4"
+    p.write_text("dist:\n  period: true\n")
+    with pytest.raises(AsrError, match="dist.period must be str"):
+        load_config(p)
