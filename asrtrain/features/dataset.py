@@ -89,8 +89,13 @@ class AsrDataset:
         else:
             self.lengths = {u: self.reader.num_frames(u) for u in keys}
         if self.dropped:
-            log.warning("%s: %d of %d utterances dropped (%s)", self.dir, len(self.dropped), len(keys),
-                        ", ".join(sorted(set(self.dropped.values()))))
+            why = {}
+            for utt, reason in sorted(self.dropped.items()):
+                why.setdefault(reason, utt)
+            log.warning("%s: %d of %d utterances dropped (%s)%s", self.dir, len(self.dropped), len(keys),
+                        ", ".join(f"{r}: e.g. '{u}'" for r, u in why.items()),
+                        " (for 'too short': a lower model.subsample, or a tokenizer with longer pieces)"
+                        if "too short for its transcript" in why else "")
         log.info("%s: %d utterances in, %d used", self.dir, len(keys), len(self.lengths))
         if not self.lengths:
             raise AsrError("no usable utterances", self.dir / "feats.scp")
@@ -102,6 +107,8 @@ class AsrDataset:
     def _token_targets(self, keys: List[str], tokenizer) -> None:
         text_path = self.dir / "text"
         text = read_table(text_path, min_fields=1)
+        unk = tokenizer.sp.unk_id()
+        with_unk = []
         for utt in keys:
             words = text.get(utt)
             if words is None:
@@ -116,6 +123,12 @@ class AsrDataset:
             else:
                 self.targets[utt] = np.asarray(ids, dtype=np.int64)
                 self.lengths[utt] = n
+                if unk in ids:
+                    with_unk.append(utt)
+        if with_unk:  # Kaldi's prepare_lang names OOV words; here the tokenizer lacks pieces for some text
+            log.warning("%s: %d of %d transcripts hold text the tokenizer has no piece for, learnt as <unk> "
+                        "(e.g. '%s': %s); train the tokenizer on this data's text", text_path, len(with_unk),
+                        len(keys), with_unk[0], text[with_unk[0]][:80])
 
     def _align_targets(self, keys: List[str], alignments: Dict[str, np.ndarray]) -> None:
         s = self.subsample

@@ -26,3 +26,4 @@ def test_prefetch_thread_binds_the_learners_gpu_before_it_pins(tmp_path, monkeyp
     assert calls == []
     assert len(list(prefetch(ds, batches, depth=2, device=torch.device("cuda", 1)))) == 3
     assert calls == [("prefetch", "cuda:1")] + [("prefetch", "pin")] * 3
+
