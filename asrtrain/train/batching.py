@@ -91,6 +91,21 @@ def learner_batches(lengths: Dict[str, int], spec: BatchSpec, epoch: int, part: 
     return [slice_for(b, lengths, part.member, part.group_size) for b in mine]
 
 
+def warn_if_too_few(batches: Sequence[Sequence[str]], part: Partition) -> None:
+    """Say so when the data cannot give every learner its own data: fewer global batches than groups
+    (the short groups train on batches another group also takes, each epoch) or fewer utterances in a
+    batch than a group has members (some members step on an empty slice)."""
+    if len(batches) < part.num_groups:
+        log.warning("%d global batch(es) an epoch for %d learner groups: groups repeat other groups' batches; "
+                    "fewer learners (or a smaller train.max_frames) give each its own data", len(batches),
+                    part.num_groups)
+    short = sum(len(b) < part.group_size for b in batches)
+    if part.group_size > 1 and short:
+        log.warning("%d of %d global batches hold fewer utterances than the %d learners that share each: some "
+                    "learners step on an empty slice; fewer learners (or a larger train.max_frames) fill them",
+                    short, len(batches), part.group_size)
+
+
 def oversized(lengths: Dict[str, int], max_frames: int) -> List[str]:
     """Utterances longer than the per-learner frame budget (each will be batched alone)."""
     return [u for u, n in lengths.items() if n > max_frames]
@@ -109,6 +124,8 @@ class BatchSource:
 
     def __init__(self, lengths: Dict[str, int], spec: BatchSpec, part: Partition):
         self.lengths, self.spec, self.part = lengths, spec, part
+        if part.group == 0 and part.member == 0:
+            warn_if_too_few(make_batches(lengths, spec, 0, part.group_size), part)
 
     def steps_per_epoch(self) -> int:
         """This learner's steps per epoch under static balance (the lr schedule's unit)."""

@@ -70,3 +70,21 @@ def test_batches_by_utterance_count_when_frames_are_out_of_reach():
     spec = BatchSpec(max_frames=10 ** 9, max_utts=32, bucket_width=100, seed=1)
     sizes = sorted(len(b) for b in make_batches(ls, spec, epoch=0))
     assert sizes == [301 - 9 * 32] + [32] * 9
+
+
+def test_too_few_batches_or_utterances_for_the_learners_are_warned_of(caplog):
+    """3 utterances in one batch for 4 ADPSGD learners trained all 4 on the same batch, and SSGD gave a
+    learner an empty slice, without a word."""
+    from asrtrain.distributed.base import Partition
+    from asrtrain.train.batching import BatchSource, BatchSpec
+    lengths = {"a": 100, "b": 110, "c": 120}
+    spec = BatchSpec(max_frames=1000, max_utts=256, bucket_width=100, seed=1)
+    BatchSource(lengths, spec, Partition(group=0, num_groups=4, member=0, group_size=1))
+    assert "1 global batch(es) an epoch for 4 learner groups" in caplog.text
+    caplog.clear()
+    BatchSource(lengths, spec, Partition(group=0, num_groups=1, member=0, group_size=4))
+    assert "1 of 1 global batches hold fewer utterances than the 4 learners" in caplog.text
+    caplog.clear()
+    BatchSource(lengths, spec, Partition(group=0, num_groups=1, member=0, group_size=2))
+    BatchSource(lengths, spec, Partition(group=1, num_groups=4, member=0, group_size=1))  # only group 0 says it
+    assert caplog.text == ""
