@@ -51,7 +51,7 @@ def check_dist_config(dist_cfg: DistConfig, world_size: int) -> None:
         check_gossip_size(world_size // m, "groups (learners / learners-per-node)")
     elif dist_cfg.strategy == "single" and world_size != 1:
         raise AsrError(f"strategy single runs one learner, got --learners {world_size}",
-                       fix="use --strategy ssgd, adpsgd or h-adpsgd for several learners")
+                       fix="use --strategy ssgd, adpsgd, h-adpsgd or periodic for several learners")
     elif dist_cfg.strategy == "periodic":
         from asrtrain.distributed.periodic import make_rule
         make_rule(dist_cfg.period, dist_cfg.period_max, dist_cfg.period_tolerance)

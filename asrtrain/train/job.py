@@ -62,7 +62,7 @@ RESUMABLE_CHANGES = {"train.device", "train.threads", "dist.timeout_s", "dist.ha
 #: What a training run writes into its exp dir, besides the job files (config.yaml, tokenizer.model,
 #: priors.txt, rewritten by every run): ``--restart`` removes them all.
 RUN_OUTPUTS = ("checkpoints", "final.pt", "final.pt.sha256", "train.log", "tensorboard", "curves.png")
-JOB_FILES = ("config.yaml", "tokenizer.model", "priors.txt", "data.json")
+JOB_FILES = ("config.yaml", "tokenizer.model", "priors.txt", "data.json", "cmvn_global.ark")  # the job writes or copies them
 
 
 def check_dev_features(cfg: Config, train_dir: Path, dev_dir: Path) -> None:
