@@ -158,7 +158,9 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
 
     On ``--resume`` the stored config must equal the resolved one (training under a changed config is
     not a resume; the device, threads and timeouts may change, and ``train.epochs`` may grow:
-    :func:`check_extension`); the error says which keys differ. Resuming a finished run writes nothing
+    :func:`check_extension`); the error says which keys differ. The tokenizer and the data dirs must be
+    the run's too (:func:`check_same_tokenizer`, :func:`asrtrain.train.data_record.check_same_data`),
+    checked before anything in the exp dir is rewritten. Resuming a finished run writes nothing
     (:func:`train` says so). ``restart`` deletes an earlier run's outputs (:data:`RUN_OUTPUTS`) and
     starts over.
     """
@@ -185,6 +187,8 @@ def prepare_job(config: Optional[Path], extra_configs: Iterable[Path], overrides
             raise AsrError(f"--resume with a different config ({', '.join(diff)})", stored,
                            fix="resume with the original options or use a new --exp-dir")
         check_same_tokenizer(tokenizer, exp_dir)
+        from asrtrain.train.data_record import check_same_data
+        check_same_data(exp_dir, Path(train_dir), Path(dev_dir) if dev_dir else None, cfg.features.frame_shift)
         finished = run_finished(exp_dir, cfg.train.epochs)
     elif resume and ckpts.is_dir() and any(ckpts.glob("*.pt")):
         # Without the run's config.yaml no setting of this resume (a new train.lr, another model) can be

@@ -3,6 +3,7 @@ features: nothing is rewritten that need not be, and every refusal is one line w
 
 import hashlib
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -22,9 +23,12 @@ def data(tmp_path_factory):
     return make_task(tmp_path_factory.mktemp("feats"), 24, 6)
 
 
-def train(data, exp, *extra, dev=None):
+def train(data, exp, *extra, dev=None, train_dir=None):
+    """``asrtrain train`` on ``data``; ``dev=False`` leaves --dev-data out."""
     tr, dv, tok = data
-    args = ["train", "--train-data", tr, "--dev-data", dev or dv, "--tokenizer", tok, "--exp-dir", exp]
+    args = ["train", "--train-data", train_dir or tr, "--tokenizer", tok, "--exp-dir", exp]
+    if dev is not False:
+        args += ["--dev-data", dev or dv]
     for s in SMALL:
         args += ["--set", s]
     return run(*args, *extra)
@@ -254,6 +258,71 @@ def test_resume_with_another_tokenizer_is_refused(data, two_epochs, tmp_path):
     err = one_error(run(*args))
     assert "--resume with a different --tokenizer" in err and "(fix: resume with --tokenizer " in err, err
     assert tree(exp) == before
+
+
+def test_resume_with_other_data_is_refused_before_data_json_is_rewritten(data, two_epochs, tmp_path):
+    """A step checkpoint's (epoch, batch) position indexes the run's own batches: on other data the run
+    would go on from a place that is not there, and data.json would name data it was not trained on."""
+    exp = copy(two_epochs, tmp_path)
+    tr, dv, _ = data
+    other = make_feat_dir(tmp_path / "train30", 30, seed=2)
+    before = tree(exp)
+    err = one_error(train(data, exp, "--set", "train.epochs=3", "--set", "train.average_last=2", "--resume",
+                          train_dir=other))
+    assert f"{exp}/data.json: --resume with a different --train-data: {other.resolve()} (30 utterances, " in err, err
+    assert f"the run started on {Path(tr).resolve()} (24 utterances, " in err, err
+    assert f"(fix: resume with --train-data {Path(tr).resolve()}, or start over with --restart)" in err, err
+    assert tree(exp) == before  # data.json, config.yaml, checkpoints: untouched
+    # the dev dir too, and a dev dir added or dropped on resume
+    err = one_error(train(data, exp, "--set", "train.epochs=3", "--set", "train.average_last=2", "--resume",
+                          dev=other))
+    assert f"--resume with a different --dev-data: {other.resolve()} (30 utterances" in err, err
+    assert f"the run started on {Path(dv).resolve()} (6 utterances" in err, err
+    err = one_error(train(data, exp, "--set", "train.epochs=3", "--set", "train.average_last=2", "--resume",
+                          dev=False))
+    assert f"--resume without --dev-data, but the run started with {Path(dv).resolve()}" in err, err
+    assert tree(exp) == before
+
+
+def test_resume_with_the_same_data_spelled_relative_goes_on(data, two_epochs, tmp_path, monkeypatch):
+    exp = copy(two_epochs, tmp_path)
+    tr, dv, _ = data
+    recorded = (exp / "data.json").read_text()
+    monkeypatch.chdir(Path(tr).parent)
+    r = train(data, exp, "--set", "train.epochs=3", "--set", "train.average_last=2", "--resume",
+              train_dir=Path(Path(tr).name), dev=Path(os.path.relpath(dv, Path(tr).parent)))
+    assert r.exit_code == 0, r.output
+    assert (exp / "data.json").read_text() == recorded  # the same resolved paths and counts
+    assert "epoch 3:" in (exp / "train.log").read_text()
+
+
+def test_a_data_dir_changed_in_place_is_refused_a_moved_one_taken_and_an_old_exp_dir_warned_of(tmp_path, caplog):
+    from asrtrain.errors import AsrError
+    from asrtrain.train.data_record import check_same_data, write_data_record
+
+    train_dir = make_feat_dir(tmp_path / "train", 8)
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    check_same_data(exp, train_dir, None, 10.0)  # before data.json existed: cannot be checked, said so
+    assert "has no data.json (the run predates it), so --train-data/--dev-data cannot be checked" in caplog.text
+    write_data_record(exp, train_dir, None, 10.0)
+    check_same_data(exp, train_dir, None, 10.0)
+    # a copy elsewhere (another disk, another node) is the run's data: taken, with a warning
+    elsewhere = Path(shutil.copytree(train_dir, tmp_path / "scratch" / "train"))
+    check_same_data(exp, elsewhere, None, 10.0)
+    assert f"--train-data {elsewhere} is taken for the run's {train_dir} (moved: the same name" in caplog.text
+    renamed = Path(shutil.copytree(train_dir, tmp_path / "train_noisy"))  # same lengths, other data
+    with pytest.raises(AsrError, match=r"--resume with a different --train-data: .*train_noisy \(8 utt"):
+        check_same_data(exp, renamed, None, 10.0)
+    lines = (train_dir / "feats.scp").read_text().splitlines()
+    (train_dir / "feats.scp").write_text("\n".join(lines[:6]) + "\n")
+    with pytest.raises(AsrError, match=r"--resume with --train-data changed since the run started: .* \(6 "
+                                       r"utterances, .*; the run started on .* \(8 utterances.*fix: restore "):
+        check_same_data(exp, train_dir, None, 10.0)
+    with pytest.raises(AsrError, match=r"--resume with --dev-data .* \(6 utterances.*, but the run started "
+                                       r"without one \(fix: resume without --dev-data"):
+        write_data_record(exp, train_dir, None, 10.0)
+        check_same_data(exp, train_dir, train_dir, 10.0)
 
 
 def test_resume_of_a_run_whose_config_kept_the_default_tokenizer_section(data, two_epochs, tmp_path):
