@@ -123,11 +123,12 @@ def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.Optimizer
 def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, source: BatchSource,
                     state: LearnerState, job: TrainJob, total_steps: int, monitor: Monitor
                     ) -> Dict[str, float]:
-    """Train on this learner's batches of ``state.epoch`` from ``state.batch_index``; returns totals."""
+    """Train on this learner's batches of ``state.epoch`` from ``state.batch_index``; returns totals over
+    the whole epoch: the running sum and count start from ``state``'s (a mid-epoch resume's batches
+    before the checkpoint count too) and are kept there, for the step checkpoints."""
     cfg = job.cfg
     model, optimizer = learner.model, learner.optimizer
     model.train()
-    loss_sum, count_sum = 0.0, 0
     gen = torch.Generator()
     todo = source.batches(state.epoch, state.batch_index)
     for batch in prefetch(data, todo, source.prefetch_depth, device=learner.device):
@@ -151,8 +152,8 @@ def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, sour
         state.step += 1
         state.batch_index += 1
         if loss_value is not None:
-            loss_sum += loss_value
-            count_sum += count
+            state.epoch_loss_sum += loss_value
+            state.epoch_count += count
         monitor.step(state, (loss_value or 0.0) / max(1, count), lr, batch.num_frames, compute_s,
                      strategy.metrics)
         if cfg.train.checkpoint_every_steps and state.step % cfg.train.checkpoint_every_steps == 0 \
@@ -161,7 +162,7 @@ def train_one_epoch(learner: Learner, strategy: Strategy, data: AsrDataset, sour
         # The job's progress in static steps (a learner's own count under dynamic balance differs)
         if job.stop_after_steps and source.schedule_step(state.step) >= job.stop_after_steps:
             raise StopTraining(state.step)
-    return {"train_loss": loss_sum / max(1, count_sum), "train_count": count_sum}
+    return {"train_loss": state.epoch_loss_sum / max(1, state.epoch_count), "train_count": state.epoch_count}
 
 
 def step_or_skip(learner: Learner, strategy: Strategy, loss: torch.Tensor, t, step: int) -> Optional[float]:
@@ -313,6 +314,7 @@ def run(rank: int, world_size: int, job: TrainJob, strategy: Strategy) -> Option
             monitor.epoch(row)
             state.epoch += 1
             state.batch_index = 0
+            state.epoch_loss_sum, state.epoch_count = 0.0, 0
             save_checkpoint(learner, strategy, state, job, tag=f"epoch-{state.epoch:04d}",
                             avg_model=average_weights(model, strategy))
         if learner.writer is not None:

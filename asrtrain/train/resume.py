@@ -32,6 +32,7 @@ def save_checkpoint(learner: Learner, strategy: Strategy, state: LearnerState, j
     payload = {
         "model": learner.model.state_dict(), "optimizer": learner.optimizer.state_dict(), "step": state.step,
         "epoch": state.epoch, "batch_index": state.batch_index, "history": state.history,
+        "epoch_loss_sum": state.epoch_loss_sum, "epoch_count": state.epoch_count,
         "rng": ckpt.rng_state(learner.device), "strategy": strategy.state_dict(),
         "world_size": strategy.world_size, "bad_steps": learner.bad_steps, STAMP_KEY: config_stamp(job.cfg),
     }
@@ -101,7 +102,15 @@ def load_checkpoint(learner: Learner, strategy: Strategy, job: TrainJob) -> Lear
     ckpt.set_rng_state(payload["rng"], learner.device)
     log.info("resumed from %s: epoch %d, batch %d, step %d", tag, payload["epoch"] + 1,
              payload["batch_index"], payload["step"])
-    return LearnerState(payload["step"], payload["epoch"], payload["batch_index"], payload["history"])
+    state = LearnerState(payload["step"], payload["epoch"], payload["batch_index"], payload["history"],
+                         float(payload.get("epoch_loss_sum", 0.0)), int(payload.get("epoch_count", 0)))
+    if payload["batch_index"] and "epoch_count" not in payload:
+        # A step checkpoint of an older asrtrain kept no running loss: the epoch's train_loss can only
+        # cover what this run trains of it.
+        log.info("learner %d: %s predates the epoch's running loss in step checkpoints: epoch %d's train_loss "
+                 "covers the batches since the resume (from batch %d)", strategy.rank, tag,
+                 payload["epoch"] + 1, payload["batch_index"] + 1)
+    return state
 
 
 def average_weights(model, strategy: Strategy) -> Dict[str, torch.Tensor]:

@@ -55,3 +55,7 @@ class LearnerState:
     epoch: int = 0  # the epoch being trained
     batch_index: int = 0  # batches of ``epoch`` already consumed
     history: List[Dict[str, float]] = field(default_factory=list)  # one row per finished epoch
+    # ``epoch``'s running train loss so far: the summed loss and count of its counted batches (this
+    # learner's), kept in step checkpoints so a mid-epoch resume reports the whole epoch's train_loss
+    epoch_loss_sum: float = 0.0
+    epoch_count: int = 0

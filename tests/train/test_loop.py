@@ -26,6 +26,38 @@ def test_resume_reproduces_uninterrupted_run(data, tmp_path):
     e1 = torch.load(tmp_path / "full" / "checkpoints" / "epoch-0003.rank0.pt", weights_only=True)
     e2 = torch.load(tmp_path / "cut" / "checkpoints" / "epoch-0003.rank0.pt", weights_only=True)
     assert e1["step"] == e2["step"] and e1["history"][0]["train_loss"] == e2["history"][0]["train_loss"]
+    # the epoch resumed mid-way reports the whole epoch's train_loss (its batches before the checkpoint
+    # count too): train.log's epoch lines and the history (TensorBoard, curves.png) are the full run's
+    assert [h["train_loss"] for h in e2["history"]] == [h["train_loss"] for h in e1["history"]]
+    assert epoch_lines(tmp_path / "cut") == epoch_lines(tmp_path / "full")
+
+
+def epoch_lines(exp):
+    """train.log's ``epoch N: train_loss .. dev_loss .. lr ..`` lines, without the time they took."""
+    return [line.split("INFO asrtrain.train: ")[1].rsplit(" (", 1)[0]
+            for line in (exp / "train.log").read_text().splitlines() if "INFO asrtrain.train: epoch " in line]
+
+
+def test_resume_from_a_step_checkpoint_without_the_running_loss(data, tmp_path):
+    """A step checkpoint of an older asrtrain kept no running loss: it resumes, and the log says the
+    epoch's train_loss covers only the batches since the resume."""
+    from asrtrain.train import checkpoint as ckpt
+
+    exp = tmp_path / "old"
+    r = train(data, exp, "--set", "train.checkpoint_every_steps=4", "--stop-after-steps", "6")
+    assert r.exit_code == 0, r.output
+    tag = ckpt.latest_tag(exp)
+    payload = ckpt.load(exp, tag, 0)
+    assert tag.startswith("step-") and payload["batch_index"] > 0 and payload["epoch_count"] > 0
+    del payload["epoch_loss_sum"], payload["epoch_count"]
+    ckpt.save(exp, tag, 0, payload)
+    r = train(data, exp, "--set", "train.checkpoint_every_steps=4", "--resume")
+    assert r.exit_code == 0, r.output
+    log = (exp / "train.log").read_text()
+    assert (f"learner 0: {tag} predates the epoch's running loss in step checkpoints: epoch "
+            f"{payload['epoch'] + 1}'s train_loss covers the batches since the resume (from batch "
+            f"{payload['batch_index'] + 1})") in log, log
+    assert (exp / "final.pt").is_file()
 
 
 def test_exp_dir_describes_itself(data, tmp_path):

@@ -54,6 +54,27 @@ def test_hadpsgd_group_members_identical_and_resume(data, tmp_path):
     assert (exp / "final.pt").is_file()
 
 
+def test_ssgd_mid_epoch_resume_reports_the_whole_epochs_train_loss_on_every_learner(data, tmp_path):
+    """Each learner keeps its own running loss of the epoch in its step checkpoint: after a resume from
+    the middle of epoch 1 both learners' epoch rows (train.log, TensorBoard, curves.png) are the
+    uninterrupted run's."""
+    sets = ["train.max_frames=600", "train.checkpoint_every_steps=2"]
+    opts = ["--strategy", "ssgd", "--learners", "2"]
+    r = train(data, tmp_path / "full", sets, *opts)
+    assert r.exit_code == 0, r.output
+    cut = tmp_path / "cut"
+    r = train(data, cut, sets, *opts, "--stop-after-steps", "3")
+    assert r.exit_code == 0, r.output
+    assert (cut / "checkpoints" / "latest").read_text().strip() == "step-00000002"
+    r = train(data, cut, sets, *opts, "--resume")
+    assert r.exit_code == 0, r.output
+    for rank in (0, 1):
+        want = torch.load(tmp_path / "full" / "checkpoints" / f"epoch-0002.rank{rank}.pt", weights_only=True)
+        got = torch.load(cut / "checkpoints" / f"epoch-0002.rank{rank}.pt", weights_only=True)
+        assert [h["train_loss"] for h in got["history"]] == \
+            pytest.approx([h["train_loss"] for h in want["history"]], rel=1e-6), rank
+
+
 def test_odd_ring_is_refused_before_spawning(data, tmp_path):
     tr, dev, tok = data
     r = CliRunner().invoke(cli, ["train", "--train-data", str(tr), "--tokenizer", str(tok), "--exp-dir",
