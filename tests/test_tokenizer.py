@@ -35,15 +35,20 @@ def test_empty_transcript_is_named(tmp_path):
     assert r.exit_code == 1 and f"{text}:2" in r.output and "empty transcript" in r.output
 
 
-def test_pieces_round_trip_and_an_unknown_character_is_the_unk_piece(tmp_path):
-    """encode (pieces) printed an unknown character as itself, which decode then refused as a piece
-    the tokenizer does not have; now it is <unk>, decoded as the word <unk>, as ids are."""
+def _char_tokenizer(tmp_path) -> str:
+    """A char tokenizer of a few words' letters, trained by the CLI; its tokenizer.model path."""
     text = tmp_path / "text"
     text.write_text("".join(f"u{i:03d} the lazy dog and the quick fox\n" for i in range(40)))
     r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(text), "--out", str(tmp_path / "t"),
                                  "--model-type", "char"])
     assert r.exit_code == 0, r.output
-    model = str(tmp_path / "t" / "tokenizer.model")
+    return str(tmp_path / "t" / "tokenizer.model")
+
+
+def test_pieces_round_trip_and_an_unknown_character_is_the_unk_piece(tmp_path):
+    """encode (pieces) printed an unknown character as itself, which decode then refused as a piece
+    the tokenizer does not have; now it is <unk>, decoded as the word <unk>, as ids are."""
+    model = _char_tokenizer(tmp_path)
     src = tmp_path / "in"
     src.write_text("a1 the dog\na2 the Mog\n")  # "M": a character the tokenizer never saw
     r = CliRunner().invoke(cli, ["tokenizer", "encode", "--model", model, str(src)])
@@ -60,12 +65,7 @@ def test_encode_and_decode_read_a_pipe_on_stdin(tmp_path):
     """TEXT_FILE defaults to - (stdin); a pipe was refused as 'a FIFO, not a regular file'."""
     import subprocess
     import sys
-    text = tmp_path / "text"
-    text.write_text("".join(f"u{i:03d} the lazy dog and the quick fox\n" for i in range(40)))
-    r = CliRunner().invoke(cli, ["tokenizer", "train", "--text", str(text), "--out", str(tmp_path / "t"),
-                                 "--model-type", "char"])
-    assert r.exit_code == 0, r.output
-    model = str(tmp_path / "t" / "tokenizer.model")
+    model = _char_tokenizer(tmp_path)
     cmd = [sys.executable, "-m", "asrtrain", "tokenizer"]
     enc = subprocess.run(cmd + ["encode", "--model", model, "--ids"], input="a1 the dog\n\na2 fox\n",
                          capture_output=True, text=True, timeout=120)
