@@ -275,8 +275,9 @@ def read_recording(spec: str, channel: Union[None, int, str] = None, start: Opti
         except Exception as err:
             raise where.error(f"pipe output is not readable audio ({_sf_msg(err)}) (in: {spec})",
                               fix="make the command write a wav to stdout (e.g. sph2pipe -f wav)") from None
-        if data.shape[0] == 0 and fill_stream_wav_sizes(raw) is not None:  # a wav written in stream mode
-            raw = fill_stream_wav_sizes(raw)
+        filled = fill_stream_wav_sizes(raw) if data.shape[0] == 0 else None  # a wav written in stream mode
+        if filled is not None:
+            raw = filled
             data, rate = sf.read(io.BytesIO(raw), dtype="float32", always_2d=True)
         if data.shape[0] == 0:
             raise where.error(f"pipe output holds no samples (in: {spec})", fix="run the command by hand")
