@@ -25,7 +25,6 @@ Channels: a two-channel recording needs a channel (from ``reco2file_and_channel`
 from __future__ import annotations
 
 import io
-import logging
 import os
 import re
 import shlex
@@ -38,8 +37,6 @@ import numpy as np
 
 from asrtrain.data.resample import resample_to, speed_perturb
 from asrtrain.errors import AsrError
-
-log = logging.getLogger("asrtrain.audio")
 
 #: Kaldi's extract-segments --max-overshoot: a segment may end this far past the recording (then clipped).
 MAX_OVERSHOOT_S = 0.5
@@ -125,6 +122,8 @@ def _sph2pipe_fix(path: str, channel: Optional[int]) -> str:
 
 
 def _run_pipe(spec: str, where: Where) -> bytes:
+    """The stdout of a ``cmd |`` entry, a stream-mode wav's sizes filled in (:func:`fill_stream_wav_sizes`:
+    a command writing a wav to a pipe cannot seek back to write them)."""
     cmd = spec.rstrip()[:-1].strip()
     proc = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode != 0:
@@ -142,7 +141,7 @@ def _run_pipe(spec: str, where: Where) -> bytes:
                           fix="run the command by hand to see what is wrong")
     if not proc.stdout:
         raise where.error(f"pipe command wrote no audio (in: {cmd} |)", fix="run the command by hand")
-    return proc.stdout
+    return fill_stream_wav_sizes(proc.stdout) or proc.stdout
 
 
 def fill_stream_wav_sizes(raw: bytes) -> Optional[bytes]:
@@ -275,10 +274,6 @@ def read_recording(spec: str, channel: Union[None, int, str] = None, start: Opti
         except Exception as err:
             raise where.error(f"pipe output is not readable audio ({_sf_msg(err)}) (in: {spec})",
                               fix="make the command write a wav to stdout (e.g. sph2pipe -f wav)") from None
-        filled = fill_stream_wav_sizes(raw) if data.shape[0] == 0 else None  # a wav written in stream mode
-        if filled is not None:
-            raw = filled
-            data, rate = sf.read(io.BytesIO(raw), dtype="float32", always_2d=True)
         if data.shape[0] == 0:
             raise where.error(f"pipe output holds no samples (in: {spec})", fix="run the command by hand")
         try:

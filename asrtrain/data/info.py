@@ -19,11 +19,10 @@ def _rate_and_seconds(spec: str, where: Where) -> Tuple[int, Optional[float]]:
     """A wav.scp value -> (sample rate, duration in seconds or None when unknown)."""
     import soundfile as sf
 
-    from asrtrain.data.audio import _run_pipe, file_info, fill_stream_wav_sizes
+    from asrtrain.data.audio import _run_pipe, file_info
     spec = spec.strip()
     if is_pipe(spec):
         raw = _run_pipe(spec, where)
-        raw = fill_stream_wav_sizes(raw) or raw
         try:
             info = sf.info(io.BytesIO(raw))
         except Exception as err:  # noqa: BLE001 - libsndfile's own message is named

@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from asrtrain.data.audio import Where, file_info, fill_stream_wav_sizes, _run_pipe, _sf_msg, is_pipe
+from asrtrain.data.audio import Where, file_info, _run_pipe, _sf_msg, is_pipe
 from asrtrain.errors import AsrError
 
 log = logging.getLogger("asrtrain.transcribe")
@@ -27,9 +27,7 @@ def read_any(spec: str, where: Where = Where()) -> Tuple[np.ndarray, int]:
     spec = spec.strip()
     try:
         if is_pipe(spec):
-            raw = _run_pipe(spec, where)
-            raw = fill_stream_wav_sizes(raw) or raw  # a wav written in stream mode (data size 0)
-            data, rate = sf.read(io.BytesIO(raw), dtype="float32", always_2d=True)
+            data, rate = sf.read(io.BytesIO(_run_pipe(spec, where)), dtype="float32", always_2d=True)
         else:
             info = file_info(spec, where, None)
             source = io.BytesIO(info.stream_copy) if info.stream_copy is not None else spec
