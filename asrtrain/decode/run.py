@@ -84,6 +84,15 @@ def _refuse_export(model_dir: Path, checkpoint: Optional[Path]) -> None:
                    fix="transcribe it with --engine onnx, or give the pack or exp dir it was exported from")
 
 
+def check_ctc(cfg, model_dir: Path, what: str) -> None:
+    """Refuse a CE-trained (hybrid) model where a CTC one is needed: ``what`` says what needs it (decode,
+    transcribe, pack, export); the fix is Kaldi's route, which ``asrtrain forward`` feeds."""
+    if cfg.model.loss != "ctc":
+        raise AsrError(f"this model was trained with CE targets (a hybrid model); {what}",
+                       Path(model_dir) / "config.yaml",
+                       fix="decode it with Kaldi: asrtrain forward EXP DATA loglikes.ark, then latgen-faster-mapped")
+
+
 def check_out_ark(data_dir: Path, out_ark: Path) -> None:
     """Refuse an OUT_ARK (or its .scp) that is a directory, lies inside DATA_DIR, or is a file that
     DATA_DIR's feats.scp or cmvn.scp points into: writing it would destroy the features being read."""
@@ -195,9 +204,7 @@ def decode(exp_dir: Path, data_dir: Path, out_dir: Path, method: Optional[str] =
     check_decode_options(method, lm, words, None, None, engine)  # --params may set the LM weight and bonus
     check_oov_penalty(oov_penalty)
     cfg, model = load_model(exp_dir, checkpoint, device)
-    if cfg.model.loss != "ctc":
-        raise AsrError("this model was trained with CE targets; decode it with Kaldi",
-                       Path(exp_dir) / "config.yaml", fix="use asrtrain forward, then latgen-faster-mapped")
+    check_ctc(cfg, exp_dir, "decode searches CTC outputs")
     check_features(cfg, data_dir)
     method = "lexicon" if (lm or words) else (method or cfg.decode.method)
     check_beam_applies(method, beam_size)

@@ -68,7 +68,7 @@ def export(model: Path, out: Path, fmt: str = "onnx", checkpoint: Optional[Path]
     torch (:func:`asrtrain.export.graph.check`)."""
     from asrtrain import __version__
     from asrtrain.atomic import staging_dir, swap_dir
-    from asrtrain.decode.run import load_model
+    from asrtrain.decode.run import check_ctc, load_model
     from asrtrain.export import graph
     from asrtrain.features.cmvn import training_stats
     from asrtrain.text.tokenizer import Tokenizer
@@ -81,8 +81,7 @@ def export(model: Path, out: Path, fmt: str = "onnx", checkpoint: Optional[Path]
         raise AsrError("exists already", out, fix="give a new directory, or remove it")
     verify(model)
     cfg, net = load_model(model, checkpoint, "cpu")
-    if cfg.model.loss != "ctc":
-        raise AsrError("this model was trained with CE targets; export writes a CTC model's graph", model)
+    check_ctc(cfg, model, "export writes a CTC model's graph")
     if fmt == "onnx":
         graph.check_onnx_supported(cfg.model)
     stats = training_stats(model, cfg.features.cmvn, cmvn_stats)

@@ -69,7 +69,7 @@ class Transcriber:
         """``model``: an exp dir (config.yaml, tokenizer.model, final.pt) or a pack (model.safetensors).
         ``lm``: an ARPA word LM for decode's lexicon search; ``params``: tune-lm's best.yaml for its
         weights, beam, OOV penalty and, for a joint CTC/attention model, attention rescoring."""
-        from asrtrain.decode.run import load_model
+        from asrtrain.decode.run import check_ctc, load_model
         from asrtrain.features.cmvn import training_stats
         from asrtrain.text.tokenizer import Tokenizer
 
@@ -82,8 +82,7 @@ class Transcriber:
             params = params or ((model / "params.yaml") if (model / "params.yaml").is_file() else None)
         check_params_have_lm(lm, params)
         cfg, net = load_model(model, checkpoint, device)
-        if cfg.model.loss != "ctc":
-            raise AsrError("this model was trained with CE targets; transcribe needs a CTC model", model)
+        check_ctc(cfg, model, "transcribe needs a CTC model")
         tok = Tokenizer(model / "tokenizer.model")
         stats = training_stats(model, cfg.features.cmvn, cmvn_stats)
         search, att = lexicon_for(cfg, net, tok, model, lm, params)

@@ -34,7 +34,7 @@ def pack(exp: Path, out: Path, lm: Optional[Path] = None, params: Optional[Path]
     alone replaces its params.yaml and keeps its LM."""
     from asrtrain import __version__
     from asrtrain.atomic import staging_dir, swap_dir
-    from asrtrain.decode.run import load_model
+    from asrtrain.decode.run import check_ctc, load_model
     from asrtrain.model.files import SAFETENSORS, save_safetensors
     from asrtrain.model.stamp import STAMP_KEY, config_stamp
     from asrtrain.text.tokenizer import Tokenizer
@@ -63,10 +63,7 @@ def pack(exp: Path, out: Path, lm: Optional[Path] = None, params: Optional[Path]
     check_params_have_lm(lm, params)
     weights = _weights_file(exp, checkpoint)
     cfg, model = load_model(exp, checkpoint, "cpu")
-    if cfg.model.loss != "ctc":  # a pack is what transcribe loads, and transcribe decodes CTC models only
-        raise AsrError("this model was trained with CE targets (a hybrid model): a pack could not be "
-                       "transcribed", exp / "config.yaml",
-                       fix="decode it with Kaldi: asrtrain forward EXP DATA loglikes.ark, then latgen-faster-mapped")
+    check_ctc(cfg, exp, "a pack is for transcribe, which decodes CTC models only")
     # the readers transcribe uses, on the files packed: a pack that would not load is not written
     lexicon_for(cfg, model, Tokenizer(exp / "tokenizer.model"), exp, lm, params)
     record = training_record(weights)
